@@ -1,0 +1,69 @@
+# The two commands a newcomer needs: `make demo` and `make test`. Everything else is plumbing.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+
+.PHONY: all demo test deps venv tools gen lint typecheck contract-go pytest bench faults fuzz clean testbed-up testbed-down
+
+all: test
+
+## Host packages (iproute2, openssl, ...) that tests need; a no-op when already present.
+deps:
+	@scripts/install-deps
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(PY) || python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
+	@$(PY) -m pip install -q --upgrade pip
+	@$(PY) -m pip install -q -e '.[dev]'
+	@touch $@
+
+venv: $(VENV)/.installed
+
+## Third-party tools built from the Go module proxy and cached per version (see scripts/versions.env).
+## A failed build does not stop the run: the tests that need that tool skip and name the reason.
+tools:
+	@scripts/build-tools || echo "WARNING: some test-bed tools failed to build; dependent tests will skip (see above)"
+
+## Generated gRPC/protobuf stubs (never committed, never hand-edited).
+gen: venv
+	@if [ -x scripts/gen-protos ]; then scripts/gen-protos; fi
+
+lint: venv gen
+	@$(VENV)/bin/ruff check .
+	@$(VENV)/bin/ruff format --check . >/dev/null || { echo "ruff format would change files: run 'ruff format .'"; exit 1; }
+
+typecheck: venv gen
+	@$(VENV)/bin/mypy cni_shim driver sriov_contract plugins $(wildcard scripts/*.py)
+
+contract-go:
+	@if [ -d tests/go/contract ]; then cd tests/go/contract && GOTOOLCHAIN=local go test ./...; fi
+
+## pytest exits 5 when it collected nothing: that is a failure here, never a pass.
+pytest: venv gen
+	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
+
+test: deps venv tools lint typecheck contract-go pytest
+
+demo: deps venv tools gen
+	@$(PY) scripts/demo.py
+
+bench: deps venv tools gen
+	@$(PY) -m bench
+
+faults: deps venv tools gen
+	@$(PY) -m pytest -m faults tests
+
+fuzz: venv gen
+	@HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest tests -k fuzz
+
+testbed-up: venv tools
+	@$(PY) scripts/testbed.py up
+
+testbed-down: venv
+	@$(PY) scripts/testbed.py down
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build *.egg-info

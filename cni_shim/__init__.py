@@ -1,0 +1,1 @@
+"""A Multus-compatible delegating CNI plugin (thin executable and thick daemon)."""

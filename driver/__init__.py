@@ -1,0 +1,1 @@
+"""The SR-IOV DRA kubelet plugin with managed Multus bindings."""

@@ -1,0 +1,9 @@
+"""The `sriov-dra-driver` kubelet plugin daemon."""
+
+import sys
+
+from sriov_contract.notimpl import not_implemented
+
+
+def main() -> None:
+    sys.exit(not_implemented("sriov-dra-driver", "driver node agent"))
