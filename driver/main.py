@@ -2,7 +2,7 @@
 
 import sys
 
-from sriov_contract.notimpl import not_implemented
+from driver.notimpl import not_implemented
 
 
 def main() -> None:
