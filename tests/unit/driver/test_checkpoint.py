@@ -1,0 +1,237 @@
+"""Checkpoint: atomic, verified, versioned, narrow mutations with rollback, claim-UID uniqueness."""
+
+import contextlib
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from driver.checkpoint import (
+    CheckpointError,
+    ClaimRecord,
+    FileStorage,
+    PreparedClaims,
+    PreparedDevice,
+    decode,
+    encode,
+)
+
+
+def _device(name: str = "0000-03-00-1", config: dict | None = None) -> PreparedDevice:
+    return PreparedDevice(
+        request_names=("vf",),
+        pool="node-a",
+        device=name,
+        pci_address="0000:03:00.1",
+        cdi_device_ids=("sriovnetwork.k8snetworkplumbingwg.io/vf=c1-" + name,),
+        original_driver="mlx5_core",
+        config=config if config is not None else {"driver": "", "ifName": "net1"},
+        env={"SRIOVNETWORK_VF_DEVICE_0000_03_00_1": "0000:03:00.1"},
+    )
+
+
+def _claim(
+    uid: str = "c1", pod: str = "p1", devices: tuple[PreparedDevice, ...] | None = None
+) -> ClaimRecord:
+    return ClaimRecord(
+        claim_uid=uid, namespace="ns", name="claim-" + uid, pod_uid=pod, devices=devices or (_device(),)
+    )
+
+
+class FailingStorage:
+    def __init__(self) -> None:
+        self.data: bytes | None = None
+        self.fail = False
+
+    def read(self) -> bytes | None:
+        return self.data
+
+    def write(self, data: bytes) -> None:
+        if self.fail:
+            raise OSError(28, "No space left on device")
+        self.data = data
+
+
+def test_round_trip_through_file_survives_restart(tmp_path: Path) -> None:
+    path = tmp_path / "checkpoint.json"
+    store = PreparedClaims(FileStorage(path))
+    store.add_claim(_claim("c1", "p1"))
+    store.add_claim(_claim("c2", "p1", (_device("0000-03-00-2"),)))
+    reopened = PreparedClaims(FileStorage(path))
+    assert reopened.snapshot_claim("c1") == _claim("c1", "p1")
+    assert sorted(r.claim_uid for r in reopened.snapshot_pod("p1")) == ["c1", "c2"]
+    assert reopened.snapshot_pod("other") == []
+    # no temp file is left behind and the file carries a version and a checksum
+    assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.json"]
+    doc = json.loads(path.read_bytes())
+    assert doc["version"] == 1 and len(doc["checksum"]) == 64
+
+
+def test_missing_file_is_an_empty_checkpoint(tmp_path: Path) -> None:
+    assert PreparedClaims(FileStorage(tmp_path / "none.json")).snapshot_all() == []
+
+
+def test_claim_uid_is_unique_even_for_another_pod() -> None:
+    store = PreparedClaims(FailingStorage())
+    store.add_claim(_claim("c1", "p1"))
+    with pytest.raises(CheckpointError) as err:
+        store.add_claim(_claim("c1", "p2"))
+    assert err.value.reason == "ClaimReleaseInProgress"
+    assert store.snapshot_claim("c1").pod_uid == "p1"
+
+
+def test_write_failure_rolls_back_memory() -> None:
+    storage = FailingStorage()
+    store = PreparedClaims(storage)
+    store.add_claim(_claim("c1"))
+    persisted = storage.data
+    storage.fail = True
+    with pytest.raises(CheckpointError) as err:
+        store.add_claim(_claim("c2"))
+    assert err.value.reason == "CheckpointWriteFailed"
+    assert store.snapshot_claim("c2") is None
+    with pytest.raises(CheckpointError):
+        store.remove_claim("c1")
+    assert store.snapshot_claim("c1") is not None
+    with pytest.raises(CheckpointError):
+        store.update_managed_bindings("c1", {"0000-03-00-1": {"version": 1}})
+    assert store.snapshot_claim("c1").devices[0].managed_binding is None
+    assert storage.data == persisted
+
+
+def test_remove_unknown_claim_is_a_noop_without_write() -> None:
+    storage = FailingStorage()
+    store = PreparedClaims(storage)
+    storage.fail = True
+    assert store.remove_claim("nope") is None
+
+
+def test_snapshots_and_inputs_are_deep_copies() -> None:
+    store = PreparedClaims(FailingStorage())
+    config = {"driver": "", "nested": {"a": 1}}
+    record = _claim(devices=(_device(config=config),))
+    store.add_claim(record)
+    config["nested"]["a"] = 2  # the caller's object changes after the call
+    snap = store.snapshot_claim("c1")
+    snap.devices[0].config["nested"]["a"] = 3  # type: ignore[index]
+    assert store.snapshot_claim("c1").devices[0].config == {"driver": "", "nested": {"a": 1}}
+
+
+def test_managed_binding_record_round_trips_and_unknown_version_fails_loudly(tmp_path: Path) -> None:
+    path = tmp_path / "checkpoint.json"
+    store = PreparedClaims(FileStorage(path))
+    store.add_claim(_claim())
+    store.update_managed_bindings("c1", {"0000-03-00-1": {"version": 1, "state": "Pending"}})
+    assert PreparedClaims(FileStorage(path)).snapshot_claim("c1").devices[0].managed_binding == {
+        "version": 1,
+        "state": "Pending",
+    }
+    with pytest.raises(CheckpointError) as err:
+        store.update_managed_bindings("c1", {"0000-09-00-1": {"version": 1}})
+    assert err.value.reason == "DeviceNotInClaim"
+
+    records = decode(path.read_bytes())
+    future = {
+        "c1": ClaimRecord(
+            **{
+                **records["c1"].__dict__,
+                "devices": (
+                    PreparedDevice(
+                        **{**records["c1"].devices[0].__dict__, "managed_binding": {"version": 99}}
+                    ),
+                ),
+            }
+        )
+    }
+    path.write_bytes(encode(future))
+    before = path.read_bytes()
+    with pytest.raises(CheckpointError) as err:
+        PreparedClaims(FileStorage(path))
+    assert err.value.reason == "UnknownManagedBindingVersion"
+    assert "c1" in err.value.message and "99" in err.value.message
+    assert path.read_bytes() == before
+
+
+def test_unknown_top_level_version_and_tampering_fail_and_delete_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "checkpoint.json"
+    PreparedClaims(FileStorage(path)).add_claim(_claim())
+    doc = json.loads(path.read_bytes())
+    doc["version"] = 2
+    path.write_text(json.dumps(doc))
+    with pytest.raises(CheckpointError) as err:
+        PreparedClaims(FileStorage(path))
+    assert err.value.reason == "UnknownCheckpointVersion"
+
+    doc["version"] = 1
+    doc["data"]["claims"]["c1"]["podUID"] = "someone-else"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(CheckpointError) as err:
+        PreparedClaims(FileStorage(path))
+    assert err.value.reason == "CorruptCheckpoint"
+    assert "checksum" in err.value.message
+    assert path.exists()
+
+
+def test_file_is_replaced_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A crash between writing the temp file and renaming leaves the old content readable."""
+    path = tmp_path / "checkpoint.json"
+    store = PreparedClaims(FileStorage(path))
+    store.add_claim(_claim("c1"))
+    old = path.read_bytes()
+
+    def crash(*_a: object) -> None:
+        raise OSError(5, "simulated crash before rename")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(CheckpointError):
+        store.add_claim(_claim("c2"))
+    assert path.read_bytes() == old
+    assert PreparedClaims(FileStorage(path)).snapshot_claim("c2") is None
+
+
+_VALID = encode({"c1": _claim()}).rstrip(b"\n")
+
+
+@given(st.integers(min_value=0, max_value=len(_VALID) - 1))
+def test_truncated_checkpoint_is_a_typed_error(cut: int) -> None:
+    with pytest.raises(CheckpointError) as err:
+        decode(_VALID[:cut])
+    assert err.value.reason == "CorruptCheckpoint"
+
+
+@given(st.integers(min_value=0, max_value=len(_VALID) * 8 - 1))
+def test_bit_flipped_checkpoint_never_crashes(bit: int) -> None:
+    raw = bytearray(_VALID)
+    raw[bit // 8] ^= 1 << (bit % 8)
+    try:
+        records = decode(bytes(raw))
+    except CheckpointError as err:
+        assert err.reason in {"CorruptCheckpoint", "UnknownCheckpointVersion"}
+    else:
+        # only a flip in insignificant whitespace/escape-equivalent bytes may still verify
+        assert records == decode(_VALID)
+
+
+@given(st.binary(max_size=300))
+def test_arbitrary_bytes_are_a_typed_error(raw: bytes) -> None:
+    with pytest.raises(CheckpointError):
+        decode(raw)
+
+
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+        lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3),
+        max_leaves=10,
+    )
+)
+def test_wrongly_shaped_but_checksummed_json_is_a_typed_error(data: object) -> None:
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+    doc = {"version": 1, "checksum": hashlib.sha256(canonical).hexdigest(), "data": data}
+    # any outcome but a typed error or a clean decode is a crash
+    with contextlib.suppress(CheckpointError):
+        decode(json.dumps(doc).encode())
