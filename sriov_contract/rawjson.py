@@ -1,0 +1,93 @@
+"""Lossless JSON: numbers keep their source text, object key order survives, duplicates are visible.
+
+CNI configurations and network selections written by other people pass through our code and
+come out again. Python's default decoding turns 12345678901234567890.0 into a float and 0.50
+into 0.5, and silently keeps only the last of two duplicate keys; each of those would change
+what a delegate plugin sees. This module decodes into plain containers whose numbers are
+`RawNumber` (the exact token text) and whose objects are `JsonObject` (a dict that records
+which keys appeared more than once), and serializes them back compactly and deterministically.
+
+Standard library only: the CNI shim imports this on its hot path.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import TypeAlias
+
+
+@dataclass(frozen=True, slots=True)
+class RawNumber:
+    """A JSON number kept as its exact source token."""
+
+    text: str
+
+    def is_integer(self) -> bool:
+        return _INTEGER.fullmatch(self.text) is not None
+
+
+JsonValue: TypeAlias = "JsonObject | list[JsonValue] | str | RawNumber | bool | None"
+
+
+class JsonObject(dict[str, JsonValue]):
+    """A decoded JSON object; `duplicate_keys` names the keys that occurred more than once."""
+
+    duplicate_keys: frozenset[str] = frozenset()
+
+
+class RawJsonError(ValueError):
+    """The text is not a single well-formed JSON value."""
+
+
+_INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _object(pairs: list[tuple[str, JsonValue]]) -> JsonObject:
+    obj = JsonObject(pairs)
+    if len(obj) != len(pairs):
+        counts = Counter(k for k, _ in pairs)
+        obj.duplicate_keys = frozenset(k for k, n in counts.items() if n > 1)
+    return obj
+
+
+def _reject_constant(token: str) -> JsonValue:
+    raise RawJsonError(f"{token} is not a JSON number")
+
+
+def loads(text: str | bytes) -> JsonValue:
+    """Decode one JSON value losslessly; raise RawJsonError on anything that is not strict JSON."""
+    try:
+        value: JsonValue = json.loads(
+            text,
+            object_pairs_hook=_object,
+            parse_int=RawNumber,
+            parse_float=RawNumber,
+            parse_constant=_reject_constant,
+        )
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RawJsonError(str(exc)) from exc
+    return value
+
+
+def _string(s: str) -> str:
+    # A lone surrogate (from a "\ud800" escape) cannot be written as UTF-8; keep it escaped.
+    return json.dumps(s, ensure_ascii=_SURROGATE.search(s) is not None)
+
+
+def dumps(value: JsonValue) -> str:
+    """Serialize compactly: no whitespace, keys in their stored order, numbers as their raw text."""
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{_string(k)}:{dumps(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(dumps(v) for v in value) + "]"
+    if isinstance(value, str):
+        return _string(value)
+    if isinstance(value, RawNumber):
+        return value.text
+    if value is None:
+        return "null"
+    return "true" if value else "false"
