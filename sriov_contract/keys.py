@@ -1,0 +1,51 @@
+"""Annotation, label and finalizer names of the version-1 contract, and label-value validation.
+
+Node names never become label values: a valid node name may be up to 253 characters, beyond the
+63-character label limit, so shadows carry the node UID label and the node name lives only in the
+binding annotation.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from sriov_contract.errors import ContractError
+
+DOMAIN: Final = "sriovnetwork.k8snetworkplumbingwg.io"
+PROTOCOL_VERSION: Final = 1
+
+BINDING_ANNOTATION: Final = f"{DOMAIN}/binding"
+REGISTRY_ANNOTATION: Final = f"{DOMAIN}/managed-networks"
+PROTECTION_FINALIZER: Final = f"{DOMAIN}/attachment-protection"
+
+MANAGED_BY_LABEL: Final = f"{DOMAIN}/managed-by"
+POD_UID_LABEL: Final = f"{DOMAIN}/pod-uid"
+CLAIM_UID_LABEL: Final = f"{DOMAIN}/claim-uid"
+NODE_UID_LABEL: Final = f"{DOMAIN}/node-uid"
+MANAGED_BY_VALUE: Final = "sriov-dra-driver"
+
+RESOURCE_NAME_ANNOTATION: Final = "k8s.v1.cni.cncf.io/resourceName"
+NETWORKS_ANNOTATION: Final = "k8s.v1.cni.cncf.io/networks"
+NETWORK_STATUS_ANNOTATION: Final = "k8s.v1.cni.cncf.io/network-status"
+
+SHADOW_NAME_PREFIX: Final = "dra-sriov-"
+
+LABEL_VALUE_MAX: Final = 63
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+
+
+def label_value(value: str) -> str:
+    """Return `value` unchanged if Kubernetes accepts it as a non-empty label value.
+
+    Nothing is rewritten: a silently shortened or re-cased value would stop matching the object
+    it identifies, so an unusable value is an error for the caller to route elsewhere.
+    """
+    if len(value) > LABEL_VALUE_MAX or not _LABEL_VALUE.fullmatch(value):
+        raise ContractError(
+            "InvalidLabelValue",
+            f"{value!r} cannot be a Kubernetes label value (1-{LABEL_VALUE_MAX} characters, "
+            "alphanumeric at both ends, '-', '_' or '.' inside); label by a UID instead",
+            value=value,
+        )
+    return value

@@ -1,0 +1,55 @@
+"""A generated Pod network selection element: only standard Multus fields, nothing tenant-tunable."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+from sriov_contract.document import JSONObject, check_fields, compact, get_str, load_object
+from sriov_contract.errors import ContractError
+from sriov_contract.identity import SHADOW_DIGEST_CHARS
+from sriov_contract.keys import SHADOW_NAME_PREFIX
+from sriov_contract.names import validate_dns_label, validate_interface
+
+FIELDS: Final = ("name", "namespace", "interface")
+_SHADOW_NAME = re.compile(re.escape(SHADOW_NAME_PREFIX) + f"[0-9a-f]{{{SHADOW_DIGEST_CHARS}}}")
+_WHAT: Final = "generated network selection"
+
+
+def validate_shadow_name(value: str, field: str = "name") -> str:
+    """dra-sriov- plus 32 lowercase hex characters; anything else is not a generated shadow."""
+    if not _SHADOW_NAME.fullmatch(value):
+        raise ContractError(
+            "InvalidShadowName",
+            f"{field} {value!r} is not a generated shadow name ({SHADOW_NAME_PREFIX} + "
+            f"{SHADOW_DIGEST_CHARS} lowercase hex characters)",
+            field=field,
+            value=value,
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class SelectionElement:
+    name: str
+    namespace: str
+    interface: str
+
+    def __post_init__(self) -> None:
+        validate_shadow_name(self.name)
+        validate_dns_label(self.namespace, "namespace")
+        validate_interface(self.interface)
+
+    def to_dict(self) -> JSONObject:
+        return {"name": self.name, "namespace": self.namespace, "interface": self.interface}
+
+    def to_json(self) -> str:
+        return compact(self.to_dict())
+
+
+def parse_selection(text: str) -> SelectionElement:
+    """Strictly decode one generated selection element (no version: it is plain Multus syntax)."""
+    obj = load_object(text, _WHAT)
+    check_fields(obj, _WHAT, FIELDS)
+    return SelectionElement(*(get_str(obj, key, _WHAT) for key in FIELDS))
