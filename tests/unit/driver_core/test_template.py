@@ -13,6 +13,7 @@ from driver.core.template import (
 from driver.core.vfconfig import VfConfig
 
 POD_NS = "ai-workloads"
+NO_CONFIG = VfConfig()
 
 
 def attrs(name=None, namespace=None, **other):
@@ -24,11 +25,11 @@ def attrs(name=None, namespace=None, **other):
     return out
 
 
-def resolve(device_attrs, config=VfConfig()):
+def resolve(device_attrs, config=NO_CONFIG):
     return resolve_template(device_attrs, config, POD_NS, "pf0vf1")
 
 
-def refused(reason, device_attrs, config=VfConfig()):
+def refused(reason, device_attrs, config=NO_CONFIG):
     with pytest.raises(DriverCoreError) as err:
         resolve(device_attrs, config)
     assert err.value.reason == reason
@@ -46,7 +47,11 @@ def refused(reason, device_attrs, config=VfConfig()):
         (attrs(vendor="x"), VfConfig(net_attach_def_name="b"), (POD_NS, "b")),
         # Both paths name the same concrete NAD once the Pod namespace is applied.
         (attrs("a"), VfConfig(net_attach_def_name="a", net_attach_def_namespace=POD_NS), (POD_NS, "a")),
-        (attrs("a", "infra"), VfConfig(net_attach_def_name="a", net_attach_def_namespace="infra"), ("infra", "a")),
+        (
+            attrs("a", "infra"),
+            VfConfig(net_attach_def_name="a", net_attach_def_namespace="infra"),
+            ("infra", "a"),
+        ),
     ],
 )
 def test_resolution(device_attrs, config, expected):
@@ -166,7 +171,11 @@ def test_name_never_pairs_with_another_objects_namespace():
 
 def test_reference_from_one_object_and_ordinary_keys_from_others():
     merged = merge_device_attributes([obj("a", name="n", namespace="infra"), obj("b", speed="1")])
-    assert merged == {NAME_ATTRIBUTE: {"string": "n"}, NAMESPACE_ATTRIBUTE: {"string": "infra"}, "speed": {"string": "1"}}
+    assert merged == {
+        NAME_ATTRIBUTE: {"string": "n"},
+        NAMESPACE_ATTRIBUTE: {"string": "infra"},
+        "speed": {"string": "1"},
+    }
 
 
 def test_no_objects():

@@ -21,7 +21,13 @@ def cfg(source, requests=None, opaque_driver=DRIVER, **fields):
 
 def test_decode_all_fields():
     got = decode_vf_config(
-        params(driver="vfio-pci", addVhostMount=True, ifName="net5", netAttachDefName="a", netAttachDefNamespace="b"),
+        params(
+            driver="vfio-pci",
+            addVhostMount=True,
+            ifName="net5",
+            netAttachDefName="a",
+            netAttachDefNamespace="b",
+        ),
         "x",
     )
     assert got == VfConfig("vfio-pci", True, "net5", "a", "b")
@@ -51,13 +57,19 @@ def test_decode_is_strict(parameters, fragment):
 
 
 def test_class_name_with_namespace_then_claim_name_alone_resets_namespace():
-    configs = [cfg("FromClaim", netAttachDefName="B"), cfg("FromClass", netAttachDefName="A", netAttachDefNamespace="infra")]
+    configs = [
+        cfg("FromClaim", netAttachDefName="B"),
+        cfg("FromClass", netAttachDefName="A", netAttachDefNamespace="infra"),
+    ]
     got = effective_vf_config(configs, "vf", DRIVER)
     assert (got.net_attach_def_name, got.net_attach_def_namespace) == ("B", "")
 
 
 def test_namespace_only_later_config_moves_only_the_namespace():
-    configs = [cfg("FromClass", netAttachDefName="A", netAttachDefNamespace="infra"), cfg("FromClaim", netAttachDefNamespace="other")]
+    configs = [
+        cfg("FromClass", netAttachDefName="A", netAttachDefNamespace="infra"),
+        cfg("FromClaim", netAttachDefNamespace="other"),
+    ]
     got = effective_vf_config(configs, "vf", DRIVER)
     assert (got.net_attach_def_name, got.net_attach_def_namespace) == ("A", "other")
 
@@ -75,12 +87,17 @@ def test_list_order_is_kept_within_each_source_and_claim_wins():
 
 
 def test_other_drivers_are_filtered_out():
-    got = effective_vf_config([cfg("FromClaim", opaque_driver="gpu.example.com", netAttachDefName="x")], "vf", DRIVER)
+    got = effective_vf_config(
+        [cfg("FromClaim", opaque_driver="gpu.example.com", netAttachDefName="x")], "vf", DRIVER
+    )
     assert got == VfConfig()
 
 
 def test_empty_strings_do_not_override():
-    configs = [cfg("FromClass", driver="vfio-pci", ifName="a", addVhostMount=True), cfg("FromClaim", driver="", ifName="")]
+    configs = [
+        cfg("FromClass", driver="vfio-pci", ifName="a", addVhostMount=True),
+        cfg("FromClaim", driver="", ifName=""),
+    ]
     got = effective_vf_config(configs, "vf", DRIVER)
     assert (got.driver, got.if_name, got.add_vhost_mount) == ("vfio-pci", "a", True)
 
@@ -136,5 +153,7 @@ def test_override_reference_laws(base, later):
         )
     else:
         assert got.net_attach_def_name == base.net_attach_def_name
-        assert got.net_attach_def_namespace == (later.net_attach_def_namespace or base.net_attach_def_namespace)
+        assert got.net_attach_def_namespace == (
+            later.net_attach_def_namespace or base.net_attach_def_namespace
+        )
     assert got.overridden_by(later) == got
