@@ -1,0 +1,5 @@
+"""``python -m tests.bed``: see ``tests.bed.cli``."""
+
+from tests.bed.cli import cli
+
+cli()

@@ -1,0 +1,144 @@
+"""Long-running child processes of the bed: start in their own process group, find, stop.
+
+A process is identified by pid AND kernel start time, so a recycled pid from a crashed run is
+never mistaken for (and never killed as) one of ours.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class ProcessRecord:
+    name: str
+    pid: int
+    start_ticks: int
+    log: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "pid": self.pid, "start_ticks": self.start_ticks, "log": self.log}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ProcessRecord:
+        return cls(str(data["name"]), int(data["pid"]), int(data["start_ticks"]), str(data["log"]))
+
+
+def start_ticks(pid: int) -> int | None:
+    """Kernel start time of ``pid`` in clock ticks, or None when no such live process exists."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    # comm (field 2) may contain spaces and parentheses; everything after the last ')' is fixed.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    if fields[0] == "Z":
+        return None
+    return int(fields[19])
+
+
+def is_running(pid: int, ticks: int) -> bool:
+    return start_ticks(pid) == ticks
+
+
+def free_port() -> int:
+    """A loopback TCP port that was free a moment ago (the caller binds it soon after)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _die_with_parent() -> None:
+    # Children of a pytest session must not outlive it if it is SIGKILLed; detached beds
+    # (scripts/testbed up) skip this because their parent exits right after start-up.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def launch(
+    name: str, argv: Sequence[str], log: Path, *, cwd: Path, die_with_parent: bool
+) -> tuple[subprocess.Popen[bytes], ProcessRecord]:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    preexec: Callable[[], None] | None = _die_with_parent if die_with_parent else None
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            start_new_session=True,
+            preexec_fn=preexec,  # noqa: PLW1509 - prctl only, no locks taken
+        )
+    ticks = start_ticks(proc.pid)
+    if ticks is None:
+        proc.wait()
+        ticks = 0
+    return proc, ProcessRecord(name, proc.pid, ticks, str(log))
+
+
+def _reap(pid: int) -> None:
+    # Only our own children can be reaped; for adopted ones (a detached bed) init does it.
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def _gone(rec: ProcessRecord) -> bool:
+    _reap(rec.pid)
+    return not is_running(rec.pid, rec.start_ticks)
+
+
+def stop(records: Sequence[ProcessRecord], grace: float = 10.0) -> list[str]:
+    """SIGTERM each record's process group, then SIGKILL what is still there after ``grace``.
+
+    Returns the names that needed SIGKILL (worth reporting: a clean shutdown should not).
+    """
+    live = [r for r in records if not _gone(r)]
+    for r in live:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(r.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and not all(_gone(r) for r in live):
+        time.sleep(0.05)
+    killed = []
+    for r in live:
+        if not _gone(r):
+            killed.append(r.name)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(r.pid, signal.SIGKILL)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and not all(_gone(r) for r in live):
+        time.sleep(0.05)
+    return killed
+
+
+def peak_rss_kib(pid: int) -> int | None:
+    """VmHWM (peak resident set) of a live process, in KiB."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return None
+
+
+def log_tail(path: Path, lines: int = 25) -> str:
+    try:
+        data = path.read_bytes()[-16384:]
+    except FileNotFoundError:
+        return "(no log written)"
+    return "\n".join(data.decode(errors="replace").splitlines()[-lines:])

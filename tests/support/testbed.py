@@ -1,0 +1,99 @@
+"""Fixtures for the real Kubernetes test bed (etcd, kube-apiserver, controller-manager, scheduler).
+
+- ``tool_dirs`` (session): Go-built tool directories; ``tool_dirs.require("plugins")`` skips the
+  test, naming the reason, when that tool is not built.
+- ``testbed`` (session): a running bed (see ``tests.bed.bed.TestBed``). Started once per session,
+  or attached to the bed named by ``$TESTBED_STATE`` (``eval "$(scripts/testbed up)"``). Logs are
+  kept, and their path printed, when any test of the session failed.
+- ``k8s_namespace`` (function): a fresh namespace with its ``default`` ServiceAccount, deleted after.
+
+Heavy imports (the Kubernetes client) happen inside the fixtures so that unit-only runs stay fast.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+import pytest
+
+from tests.bed.tools import ToolSet, ToolUnavailable
+
+if TYPE_CHECKING:
+    from tests.bed.bed import TestBed
+
+
+def _skip_missing(err: ToolUnavailable) -> NoReturn:
+    pytest.skip(f"{err.reason}: {err.message}")
+
+
+@pytest.fixture(scope="session")
+def tool_dirs() -> ToolSet:
+    return ToolSet(on_missing=_skip_missing)
+
+
+def _report(config: pytest.Config, line: str) -> None:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(line)
+
+
+@pytest.fixture(scope="session")
+def testbed(request: pytest.FixtureRequest, tool_dirs: ToolSet) -> Iterator[TestBed]:
+    from tests.bed import controlplane  # noqa: PLC0415 - see module docstring
+    from tests.bed.bed import TestBed
+
+    attach_to = os.environ.get("TESTBED_STATE")
+    if attach_to:
+        bed = TestBed.attach(Path(attach_to), tool_dirs)
+        if not bed.healthy():
+            pytest.fail(
+                f"TESTBED_STATE={attach_to} names a test bed that is not healthy; run "
+                "'scripts/testbed status', or unset TESTBED_STATE to start a fresh one",
+                pytrace=False,
+            )
+        yield bed
+        return
+    try:
+        bed = controlplane.start(tools=tool_dirs, run_id=controlplane.new_run_id("pytest"))
+    except controlplane.BedStartError as exc:
+        pytest.fail(f"{exc.reason}: {exc.message}", pytrace=False)
+    yield bed
+    failed = request.session.testsfailed > 0
+    bed.stop(keep_logs=failed)
+    if failed:
+        _report(request.config, f"test bed logs kept (a test failed): {bed.log_dir}")
+
+
+def _namespace_name(test_name: str) -> str:
+    stem = re.sub(r"[^a-z0-9-]+", "-", test_name.lower()).strip("-")[:40].strip("-")
+    return f"{stem or 't'}-{secrets.token_hex(3)}"
+
+
+@pytest.fixture
+def k8s_namespace(request: pytest.FixtureRequest, testbed: TestBed) -> Iterator[str]:
+    from kubernetes import client  # noqa: PLC0415 - see module docstring
+    from kubernetes.client.exceptions import ApiException  # noqa: PLC0415 - see module docstring
+
+    from tests.bed.waiting import wait_for  # noqa: PLC0415 - see module docstring
+
+    core = client.CoreV1Api(testbed.api_client)
+    name = _namespace_name(request.node.name)
+    core.create_namespace(client.V1Namespace.model_validate({"metadata": {"name": name}}))
+    # Pod creation is refused until the serviceaccount controller made the default account.
+    wait_for(
+        lambda: core.read_namespaced_service_account("default", name),
+        30.0,
+        what=f"ServiceAccount {name}/default",
+        ignore=(ApiException,),
+    )
+    yield name
+    try:
+        core.delete_namespace(name)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
