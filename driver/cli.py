@@ -2,8 +2,13 @@
 
 import click
 
+from driver.cli_contract import contract
+
 
 @click.group()
 @click.version_option(package_name="auto-sriov")
 def cli() -> None:
     """Inspect and operate automatic SR-IOV networking on a node."""
+
+
+cli.add_command(contract)
