@@ -1,8 +1,75 @@
-"""The `cni-shim` CNI executable."""
+"""The `cni-shim` CNI executable (thin mode): environment and stdin in, result or error JSON out.
 
+Works under any file name, so it can replace a `multus` binary in place. Only the standard
+library and this package are imported, and only what the verb needs: VERSION and the about
+line touch nothing but the protocol module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cni_shim.core import Services
+
+
+def _cni_version(stdin: bytes) -> str:
+    try:
+        value = json.loads(stdin).get("cniVersion", "")
+    except (ValueError, AttributeError):
+        return ""
+    return value if isinstance(value, str) else ""
+
+
+def run(
+    env: dict[str, str],
+    read_stdin: Callable[[], bytes],
+    services: Callable[[dict[str, str]], Services] | None = None,
+) -> tuple[int, str, str]:
+    """One invocation; returns (exit status, stdout text, stderr text). Never raises.
+
+    `services` replaces the real adapters (tests, thick mode); by default they are built lazily.
+    """
+    from cni_shim import protocol  # noqa: PLC0415
+    from cni_shim.errors import IO_FAILURE, CniError  # noqa: PLC0415
+
+    req = protocol.Request.from_env(env, b"")
+    if not req.command:
+        return 0, "", protocol.about() + "\n"
+    if req.command == "VERSION":
+        return 0, protocol.version_info() + "\n", ""
+    stdin = b""
+    try:
+        protocol.check_environment(req)
+        try:
+            stdin = read_stdin()
+        except OSError as exc:
+            raise CniError("StdinUnreadable", f"error reading from stdin: {exc}", IO_FAILURE) from exc
+        req = protocol.Request.from_env(env, stdin)
+        from cni_shim import core  # noqa: PLC0415
+
+        if services is None:
+            from cni_shim import system  # noqa: PLC0415
+
+            services = system.services
+        result = core.handle(req, services(env))
+    except CniError as err:
+        return 1, protocol.render_error(err, _cni_version(stdin)), ""
+    except Exception as exc:  # the runtime must get CNI error JSON, never a traceback
+        internal = CniError("InternalError", f"cni-shim failed unexpectedly: {type(exc).__name__}: {exc}")
+        return 1, protocol.render_error(internal, _cni_version(stdin)), ""
+    return 0, protocol.render_result(result) if result is not None else "", ""
 
 
 def main() -> None:
-    print("cni-shim: not implemented yet (tracked by the issue 'cni_shim thin mode')", file=sys.stderr)
-    sys.exit(3)
+    status, out, err = run(dict(os.environ), sys.stdin.buffer.read)
+    if out:
+        sys.stdout.write(out)
+        sys.stdout.flush()
+    if err:
+        sys.stderr.write(err)
+    sys.exit(status)

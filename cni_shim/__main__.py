@@ -1,0 +1,3 @@
+from cni_shim.main import main
+
+main()

@@ -1,0 +1,98 @@
+"""The file-backed delegate cache under cniDir: plans at <cniDir>/<containerID>, results under results/.
+
+Every write is atomic and durable (temp file, fsync, rename, directory fsync) so a crash or a
+power cut leaves either the old or the new document, never a truncated one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+
+from cni_shim.errors import IO_FAILURE, CniError
+
+_SAFE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$")
+
+
+def _atomic_write(directory: str, name: str, data: bytes) -> None:
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    final = os.path.join(directory, name)
+    tmp = os.path.join(directory, f".{name}.tmp.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, final)
+    dfd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return None
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+class FileCacheStore:
+    def __init__(self, cni_dir: str) -> None:
+        self.cni_dir = cni_dir
+        self.results_dir = os.path.join(cni_dir, "results")
+
+    def _name(self, name: str) -> str:
+        if not _SAFE.match(name):
+            raise CniError("InvalidCacheKey", f"refusing cache file name {name!r}", IO_FAILURE)
+        return name
+
+    def _save(self, directory: str, name: str, data: bytes) -> None:
+        try:
+            _atomic_write(directory, self._name(name), data)
+        except OSError as exc:
+            raise CniError(
+                "DelegateCacheWriteFailed",
+                f"cannot save {name} under {directory}: {exc.strerror}; make cniDir writable",
+                IO_FAILURE,
+            ) from exc
+
+    def save_plan(self, container_id: str, data: bytes) -> None:
+        self._save(self.cni_dir, container_id, data)
+
+    def load_plan(self, container_id: str) -> bytes | None:
+        return _read(os.path.join(self.cni_dir, self._name(container_id)))
+
+    def remove_plan(self, container_id: str) -> None:
+        _remove(os.path.join(self.cni_dir, self._name(container_id)))
+
+    def plan_ids(self) -> list[str]:
+        try:
+            entries = os.listdir(self.cni_dir)
+        except FileNotFoundError:
+            return []
+        return sorted(
+            e
+            for e in entries
+            if _SAFE.match(e) and e != "results" and os.path.isfile(os.path.join(self.cni_dir, e))
+        )
+
+    def save_result(self, key: str, data: bytes) -> None:
+        self._save(self.results_dir, key, data)
+
+    def load_result(self, key: str) -> bytes | None:
+        return _read(os.path.join(self.results_dir, self._name(key)))
+
+    def remove_result(self, key: str) -> None:
+        _remove(os.path.join(self.results_dir, self._name(key)))

@@ -1,0 +1,100 @@
+"""CNI_ARGS: the runtime's Pod identity in, the delegate's K8S_* list out (Multus semantics)."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+
+from cni_shim.errors import INVALID_ENVIRONMENT, CniError
+
+_KNOWN = (
+    "IgnoreUnknown",
+    "IP",
+    "K8S_POD_NAME",
+    "K8S_POD_NAMESPACE",
+    "K8S_POD_INFRA_CONTAINER_ID",
+    "K8S_POD_UID",
+)
+_TRUE = ("1", "true", "True")
+_BOOLS = (*_TRUE, "0", "false", "False")
+
+Pairs = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class PodArgs:
+    namespace: str = ""
+    name: str = ""
+    infra_container_id: str = ""
+    uid: str = ""
+
+    @property
+    def known(self) -> bool:
+        return bool(self.namespace and self.name)
+
+    def label(self) -> str:
+        return f"{self.namespace}/{self.name}/{self.uid}"
+
+
+def _bad(message: str) -> CniError:
+    return CniError("InvalidCniArgs", f"error getting k8s args: ARGS: {message}", INVALID_ENVIRONMENT)
+
+
+def split_pairs(text: str) -> Pairs:
+    if not text:
+        return ()
+    pairs = []
+    for item in text.split(";"):
+        parts = item.split("=")
+        if len(parts) != 2:
+            raise _bad(f"invalid pair {item!r}")
+        pairs.append((parts[0], parts[1]))
+    return tuple(pairs)
+
+
+def parse(text: str) -> PodArgs:
+    """Strict Multus/libcni parsing: unknown keys fail unless IgnoreUnknown is true."""
+    pairs = split_pairs(text)
+    values = dict(pairs)
+    ignore = values.get("IgnoreUnknown", "")
+    if ignore and ignore not in _BOOLS:
+        raise _bad(f"IgnoreUnknown must be a boolean, got {ignore!r}")
+    unknown = [k for k, _ in pairs if k not in _KNOWN]
+    if unknown and ignore not in _TRUE:
+        raise _bad(f"unknown args {unknown}")
+    if values.get("IP"):
+        try:
+            ipaddress.ip_address(values["IP"])
+        except ValueError as exc:
+            raise _bad(f"IP {values['IP']!r} is not an IP address") from exc
+    return PodArgs(
+        namespace=values.get("K8S_POD_NAMESPACE", ""),
+        name=values.get("K8S_POD_NAME", ""),
+        infra_container_id=values.get("K8S_POD_INFRA_CONTAINER_ID", ""),
+        uid=values.get("K8S_POD_UID", ""),
+    )
+
+
+def for_delegate(pod: PodArgs, runtime_args: str) -> Pairs:
+    """Base K8S_* list, then the runtime's own pairs fill empty values or are appended (Multus order)."""
+    base = [
+        ["IgnoreUnknown", "true"],
+        ["K8S_POD_NAMESPACE", pod.namespace],
+        ["K8S_POD_NAME", pod.name],
+        ["K8S_POD_INFRA_CONTAINER_ID", pod.infra_container_id],
+        ["K8S_POD_UID", pod.uid],
+    ]
+    for item in runtime_args.split(";") if runtime_args else ():
+        key, sep, value = item.partition("=")
+        if not sep:
+            continue
+        slot = next((p for p in base if p[0] == key), None)
+        if slot is not None and not slot[1] and value:
+            slot[1] = value
+        elif slot is None:
+            base.append([key, value])
+    return tuple((k, v) for k, v in base)
+
+
+def join(pairs: Pairs) -> str:
+    return ";".join(f"{k}={v}" for k, v in pairs)

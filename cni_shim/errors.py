@@ -1,0 +1,62 @@
+"""CNI-level errors: a ReasonedError that also carries the CNI spec error code.
+
+The code travels in the error details so the exception survives pickling (thick mode hands
+errors across processes) without a second constructor contract.
+"""
+
+from __future__ import annotations
+
+from sriov_contract.errors import ReasonedError
+
+# CNI spec error codes (SPEC.md "Error"); 999 is what Go's skel uses for untyped failures.
+INCOMPATIBLE_VERSION = 1
+UNSUPPORTED_FIELD = 2
+UNKNOWN_CONTAINER = 3
+INVALID_ENVIRONMENT = 4
+IO_FAILURE = 5
+DECODE_FAILURE = 6
+INVALID_NETWORK_CONFIG = 7
+TRY_AGAIN_LATER = 11
+INTERNAL = 999
+
+
+class CniError(ReasonedError):
+    """A failure reported to the runtime as CNI error JSON with a spec error code."""
+
+    def __init__(self, reason: str, message: str, code: int = INTERNAL, cni_details: str = "") -> None:
+        super().__init__(reason, message, code=code, cni_details=cni_details)
+
+    @property
+    def code(self) -> int:
+        return int(self.details["code"])
+
+    @property
+    def cni_details(self) -> str:
+        return str(self.details.get("cni_details", ""))
+
+    def to_json(self, cni_version: str) -> dict[str, object]:
+        body: dict[str, object] = {"cniVersion": cni_version, "code": self.code, "msg": str(self)}
+        if self.cni_details:
+            body["details"] = self.cni_details
+        return body
+
+
+def config_error(message: str) -> CniError:
+    return CniError("InvalidNetworkConfig", message, INVALID_NETWORK_CONFIG)
+
+
+class KubeApiError(CniError):
+    """A Kubernetes API request failed; `status` is the HTTP status, 0 for a transport failure."""
+
+    def __init__(self, message: str, status: int) -> None:
+        transient = status == 0 or status >= 500 or status == 429
+        super().__init__(
+            "KubeApiUnavailable" if transient else "KubeApiRefused",
+            message,
+            TRY_AGAIN_LATER if transient else INTERNAL,
+        )
+        self.details["status"] = status
+
+    @property
+    def status(self) -> int:
+        return int(self.details["status"])

@@ -1,0 +1,58 @@
+"""The small interfaces the CNI core is written against; thin and thick modes plug in adapters."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+
+class Executor(Protocol):
+    """Runs one CNI plugin binary with the exec protocol; raises CniError on a failed plugin."""
+
+    def execute(
+        self, plugin: str, search_path: Sequence[str], env: Mapping[str, str], stdin: bytes
+    ) -> bytes: ...
+
+
+class CacheStore(Protocol):
+    """Durable per-container delegate plans and per-attachment delegate results."""
+
+    def save_plan(self, container_id: str, data: bytes) -> None: ...
+
+    def load_plan(self, container_id: str) -> bytes | None: ...
+
+    def remove_plan(self, container_id: str) -> None: ...
+
+    def plan_ids(self) -> list[str]: ...
+
+    def save_result(self, key: str, data: bytes) -> None: ...
+
+    def load_result(self, key: str) -> bytes | None: ...
+
+    def remove_result(self, key: str) -> None: ...
+
+
+class KubeApi(Protocol):
+    """Live reads and the one status write the shim makes. None means NotFound."""
+
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    def get_nad(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    def replace_pod_status(self, pod: Mapping[str, Any]) -> None: ...
+
+
+class Clock(Protocol):
+    def monotonic(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+class Log(Protocol):
+    def error(self, message: str) -> None: ...
+
+    def warning(self, message: str) -> None: ...
+
+    def verbose(self, message: str) -> None: ...
+
+    def debug(self, message: str) -> None: ...

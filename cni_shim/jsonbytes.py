@@ -1,0 +1,27 @@
+"""Deterministic JSON bytes for plugin stdin: keys sorted at every level as libcni does.
+
+Values may mix lossless `RawNumber`s (from configs written by people) with plain Python
+numbers (from our own runtime arguments); both serialize to their exact text.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sriov_contract.rawjson import RawNumber
+
+
+def dumps_sorted(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{json.dumps(k)}:{dumps_sorted(value[k])}" for k in sorted(value)) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(dumps_sorted(v) for v in value) + "]"
+    if isinstance(value, RawNumber):
+        return value.text
+    return json.dumps(value)
+
+
+def plain(value: Any) -> Any:
+    """Lossless tree -> ordinary JSON values (for maps we store and compare, not for plugin bytes)."""
+    return json.loads(dumps_sorted(value))

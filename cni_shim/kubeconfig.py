@@ -1,0 +1,125 @@
+"""Kubeconfig -> connection settings, standard library only.
+
+JSON kubeconfigs (and in-cluster service-account settings) are read on the hot path with no
+third-party import. A YAML kubeconfig falls back to a lazy `import yaml`, paid only by such
+deployments; write the kubeconfig as JSON to keep the CNI start-up lean.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cni_shim.errors import INVALID_NETWORK_CONFIG, CniError
+
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+@dataclass(frozen=True)
+class Connection:
+    server: str
+    ca_file: str = ""
+    ca_data: bytes = b""
+    insecure: bool = False
+    token: str = ""
+    token_file: str = ""
+    cert_file: str = ""
+    cert_data: bytes = b""
+    key_file: str = ""
+    key_data: bytes = b""
+    tls_server_name: str = ""
+
+
+def _bad(path: str, why: str) -> CniError:
+    return CniError(
+        "InvalidKubeconfig",
+        f"kubeconfig {path}: {why}; fix the file named by the kubeconfig key",
+        INVALID_NETWORK_CONFIG,
+    )
+
+
+def _parse_text(path: str, text: bytes) -> dict[str, Any]:
+    try:
+        doc: Any = json.loads(text)
+    except ValueError:
+        try:
+            import yaml  # noqa: PLC0415 - only YAML kubeconfigs pay for it
+
+            doc = yaml.safe_load(text)
+        except Exception as exc:  # yaml raises many unrelated types for bad input
+            raise _bad(path, f"neither JSON nor YAML ({exc})") from exc
+    if not isinstance(doc, dict):
+        raise _bad(path, "not a mapping")
+    return doc
+
+
+def _named(doc: Mapping[str, Any], section: str, name: str, path: str) -> dict[str, Any]:
+    for item in doc.get(section) or []:
+        if isinstance(item, dict) and item.get("name") == name:
+            body = item.get(section[:-1])
+            if isinstance(body, dict):
+                return body
+    raise _bad(path, f"{section[:-1]} {name!r} not found")
+
+
+def _data(body: Mapping[str, Any], key: str, path: str) -> bytes:
+    value = body.get(key)
+    if not value:
+        return b""
+    try:
+        return base64.b64decode(str(value), validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise _bad(path, f"{key} is not base64") from exc
+
+
+def _relative(base: str, value: Any) -> str:
+    if not value:
+        return ""
+    return str(value) if os.path.isabs(str(value)) else os.path.join(os.path.dirname(base), str(value))
+
+
+def load(path: str) -> Connection:
+    try:
+        with open(path, "rb") as fh:
+            doc = _parse_text(path, fh.read())
+    except OSError as exc:
+        raise _bad(path, f"cannot read it ({exc.strerror})") from exc
+    context_name = doc.get("current-context")
+    if not context_name:
+        raise _bad(path, "current-context is not set")
+    context = _named(doc, "contexts", str(context_name), path)
+    cluster = _named(doc, "clusters", str(context.get("cluster")), path)
+    user = _named(doc, "users", str(context.get("user")), path) if context.get("user") else {}
+    server = cluster.get("server")
+    if not isinstance(server, str) or not server.startswith(("https://", "http://")):
+        raise _bad(path, f"cluster server {server!r} is not an http(s) URL")
+    return Connection(
+        server=server.rstrip("/"),
+        ca_file=_relative(path, cluster.get("certificate-authority")),
+        ca_data=_data(cluster, "certificate-authority-data", path),
+        insecure=bool(cluster.get("insecure-skip-tls-verify", False)),
+        tls_server_name=str(cluster.get("tls-server-name") or ""),
+        token=str(user.get("token") or ""),
+        token_file=_relative(path, user.get("tokenFile")),
+        cert_file=_relative(path, user.get("client-certificate")),
+        cert_data=_data(user, "client-certificate-data", path),
+        key_file=_relative(path, user.get("client-key")),
+        key_data=_data(user, "client-key-data", path),
+    )
+
+
+def in_cluster(env: Mapping[str, str]) -> Connection | None:
+    host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT")
+    if not host or not port:
+        return None
+    host = f"[{host}]" if ":" in host else host
+    return Connection(
+        server=f"https://{host}:{port}",
+        ca_file=os.path.join(SERVICE_ACCOUNT_DIR, "ca.crt"),
+        token_file=os.path.join(SERVICE_ACCOUNT_DIR, "token"),
+    )

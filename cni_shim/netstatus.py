@@ -1,0 +1,79 @@
+"""The k8s.v1.cni.cncf.io/network-status annotation in Multus's exact shape and serialization."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections.abc import Sequence
+from typing import Any
+
+Json = dict[str, Any]
+
+
+def _is_default(route: Json) -> bool:
+    dst = str(route.get("dst", ""))
+    if not dst:
+        return True
+    try:
+        return ipaddress.ip_network(dst, strict=False).network_address.is_unspecified
+    except ValueError:
+        return False
+
+
+def _entry(
+    name: str, iface: Json | None, ips: list[str], gateways: list[str], dns: Json, *, default: bool
+) -> Json:
+    entry: Json = {"name": name}
+    if iface is not None:
+        entry["interface"] = iface.get("name", "")
+    if ips:
+        entry["ips"] = ips
+    if iface is not None and iface.get("mac"):
+        entry["mac"] = iface["mac"]
+    if iface is not None and iface.get("mtu"):
+        entry["mtu"] = iface["mtu"]
+    if default:
+        entry["default"] = True
+    entry["dns"] = dns
+    if gateways:
+        entry["gateway"] = gateways
+    return entry
+
+
+def statuses(result: Json, delegate_name: str, master: bool) -> list[Json]:
+    """NAD-client CreateNetworkStatuses for one delegate's 1.x result."""
+    interfaces: list[Json] = result.get("interfaces") or []
+    ips: list[Json] = result.get("ips") or []
+    gateways = [str(r["gw"]) for r in result.get("routes") or [] if r.get("gw") and _is_default(r)]
+    dns: Json = dict(result.get("dns") or {})
+
+    def bare(ip: Json) -> str:
+        return str(ip.get("address", "")).split("/")[0]
+
+    if len(interfaces) == 1:
+        iface = interfaces[0] if interfaces[0].get("sandbox") else None
+        return [_entry(delegate_name, iface, [bare(ip) for ip in ips], gateways, dns, default=master)]
+    sandboxed = [i for i, iface in enumerate(interfaces) if iface.get("sandbox")]
+    if not sandboxed:
+        return []
+    per_iface: dict[int, list[str]] = {i: [] for i in sandboxed}
+    for ip in ips:
+        index = ip.get("interface")
+        if isinstance(index, int):
+            if index in per_iface:
+                per_iface[index].append(bare(ip))
+        else:
+            per_iface[sandboxed[-1]].append(bare(ip))
+    default_index: int | None = None
+    if master:
+        with_gw = next((ip for ip in ips if ip.get("gateway") and isinstance(ip.get("interface"), int)), None)
+        default_index = with_gw["interface"] if with_gw is not None else sandboxed[0]
+    return [
+        _entry(delegate_name, interfaces[i], per_iface[i], gateways, dns, default=i == default_index)
+        for i in sandboxed
+    ]
+
+
+def render(entries: Sequence[Json]) -> str:
+    """Go's per-entry MarshalIndent joined into one list, as Multus writes it."""
+    return "[" + ",".join(json.dumps(e, indent=4) for e in entries) + "]"

@@ -1,0 +1,81 @@
+"""One delegate network as libcni sees it: a single plugin config or a conflist, from exact bytes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cni_shim.errors import config_error
+from sriov_contract import rawjson
+from sriov_contract.rawjson import JsonObject, JsonValue
+
+
+@dataclass(frozen=True)
+class Network:
+    name: str
+    version: str
+    candidate_versions: tuple[str, ...]
+    plugins: tuple[JsonObject, ...]
+    conflist: bool
+    disable_check: bool
+    disable_gc: bool
+    raw: bytes
+
+    @property
+    def first_type(self) -> str:
+        return str(self.plugins[0].get("type", ""))
+
+
+def decode(raw: bytes, what: str) -> JsonObject:
+    try:
+        value = rawjson.loads(raw)
+    except rawjson.RawJsonError as exc:
+        raise config_error(f"{what} is not valid JSON: {exc}") from exc
+    if not isinstance(value, JsonObject):
+        raise config_error(f"{what} must be a JSON object")
+    return value
+
+
+def _flag(obj: JsonObject, key: str) -> bool:
+    value = obj.get(key)
+    return value is True or value == "true"
+
+
+def _str(obj: JsonObject, key: str, what: str) -> str:
+    value: JsonValue = obj.get(key, "")
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise config_error(f"{what}: {key} must be a string")
+    return value
+
+
+def parse(raw: bytes, what: str) -> Network:
+    """Multus's loader rule: a non-empty root `type` means a single plugin, otherwise `plugins`."""
+    obj = decode(raw, what)
+    versions_value = obj.get("cniVersions") or []
+    if not isinstance(versions_value, list) or not all(isinstance(v, str) for v in versions_value):
+        raise config_error(f"{what}: cniVersions must be a list of strings")
+    if _str(obj, "type", what):
+        plugins: tuple[JsonObject, ...] = (obj,)
+        conflist = False
+    else:
+        listed = obj.get("plugins")
+        if not isinstance(listed, list) or not listed:
+            raise config_error(f"{what}: delegate must have the 'type' or 'plugins' field")
+        if not all(
+            isinstance(p, JsonObject) and isinstance(p.get("type"), str) and p["type"] for p in listed
+        ):
+            raise config_error(f"{what}: every plugin of a delegate list must have a string 'type' field")
+        plugins = tuple(p for p in listed if isinstance(p, JsonObject))
+        conflist = True
+    version = _str(obj, "cniVersion", what)
+    return Network(
+        name=_str(obj, "name", what),
+        version=version,
+        candidate_versions=tuple(dict.fromkeys([version, *(str(v) for v in versions_value)])),
+        plugins=plugins,
+        conflist=conflist,
+        disable_check=_flag(obj, "disableCheck"),
+        disable_gc=_flag(obj, "disableGC"),
+        raw=raw,
+    )

@@ -1,0 +1,102 @@
+"""The delegate plan: everything DEL, CHECK and GC need, frozen at ADD time before any delegate runs.
+
+Stored as versioned JSON at <cniDir>/<containerID>. Delegate config bytes are kept exactly
+(base64), so plugin-specific keys and number text survive into teardown.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from cni_shim.errors import CniError
+
+KIND = "cniShimDelegatesV1"
+
+
+@dataclass(frozen=True)
+class PlannedDelegate:
+    name: str
+    conf: bytes
+    ifname: str
+    cni_version: str
+    master: bool = False
+    managed: bool = False
+    capability_args: dict[str, Any] = field(default_factory=dict)
+    cni_args: tuple[tuple[str, str], ...] = ()
+    add_args: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Plan:
+    container_id: str
+    netns: str
+    ifname: str
+    pod_namespace: str
+    pod_name: str
+    pod_uid: str
+    delegates: tuple[PlannedDelegate, ...]
+
+    def to_bytes(self) -> bytes:
+        doc = {
+            "kind": KIND,
+            "containerID": self.container_id,
+            "netns": self.netns,
+            "ifname": self.ifname,
+            "pod": {"namespace": self.pod_namespace, "name": self.pod_name, "uid": self.pod_uid},
+            "delegates": [
+                {
+                    "name": d.name,
+                    "conf": base64.b64encode(d.conf).decode(),
+                    "ifname": d.ifname,
+                    "cniVersion": d.cni_version,
+                    "master": d.master,
+                    "managed": d.managed,
+                    "capabilityArgs": d.capability_args,
+                    "cniArgs": [list(p) for p in d.cni_args],
+                    "addArgs": [list(p) for p in d.add_args],
+                }
+                for d in self.delegates
+            ],
+        }
+        return json.dumps(doc, indent=1).encode()
+
+
+def _pairs(value: Any) -> tuple[tuple[str, str], ...]:
+    return tuple((str(k), str(v)) for k, v in value)
+
+
+def from_bytes(data: bytes, where: str) -> Plan:
+    """Decode a stored plan; a damaged file is an error the caller decides how to report."""
+    try:
+        doc = json.loads(data)
+        if doc.get("kind") != KIND:
+            raise ValueError(f"unknown kind {doc.get('kind')!r}")
+        pod = doc["pod"]
+        return Plan(
+            container_id=str(doc["containerID"]),
+            netns=str(doc["netns"]),
+            ifname=str(doc["ifname"]),
+            pod_namespace=str(pod["namespace"]),
+            pod_name=str(pod["name"]),
+            pod_uid=str(pod["uid"]),
+            delegates=tuple(
+                PlannedDelegate(
+                    name=str(d["name"]),
+                    conf=base64.b64decode(d["conf"], validate=True),
+                    ifname=str(d["ifname"]),
+                    cni_version=str(d["cniVersion"]),
+                    master=bool(d["master"]),
+                    managed=bool(d.get("managed", False)),
+                    capability_args=dict(d["capabilityArgs"]),
+                    cni_args=_pairs(d["cniArgs"]),
+                    add_args=_pairs(d.get("addArgs", [])),
+                )
+                for d in doc["delegates"]
+            ),
+        )
+    except (ValueError, KeyError, TypeError, AttributeError, binascii.Error) as exc:
+        raise CniError("DelegateCacheCorrupt", f"the delegate cache {where} is unreadable: {exc}") from exc
