@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from driver.checkpoint import FileStorage
 from driver.discovery import DRIVER_NAME
 
 VENDOR = DRIVER_NAME
@@ -85,10 +85,7 @@ class CdiDir:
         return self.path(uid).is_file()
 
     def write(self, uid: str, spec: Mapping[str, Any]) -> None:
-        target = self.path(uid)
-        tmp = target.with_name(f".{target.name}.tmp")
-        tmp.write_bytes(json.dumps(spec, indent=2, sort_keys=True).encode() + b"\n")
-        os.replace(tmp, target)
+        FileStorage(self.path(uid)).write(json.dumps(spec, indent=2, sort_keys=True).encode() + b"\n")
 
     def remove(self, uid: str) -> None:
         with contextlib.suppress(FileNotFoundError):

@@ -55,6 +55,8 @@ RESERVED_ATTRIBUTES = frozenset(
 )
 
 AttributeValue = str | int | bool
+# A ResourceSlice DeviceAttribute as JSON: exactly one typed member, e.g. {"string": "ens1f0"}.
+TypedAttribute = dict[str, object]
 
 _BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f]$")
 _PCIE_ROOT = re.compile(r"^pci[0-9a-f]{4}:[0-9a-f]{2}$")
@@ -76,6 +78,15 @@ class VirtualFunction:
     pf_name: str
     vf_id: int
     attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
+
+
+def typed_attribute(value: AttributeValue) -> TypedAttribute:
+    """The DeviceAttribute JSON form of a discovered value."""
+    if isinstance(value, bool):
+        return {"bool": value}
+    if isinstance(value, int):
+        return {"int": value}
+    return {"string": value}
 
 
 def device_name(bdf: str) -> str:

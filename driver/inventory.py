@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from driver.discovery import AttributeValue, VirtualFunction
+from driver.discovery import TypedAttribute, VirtualFunction, typed_attribute
 
 
 class RWLock:
@@ -58,7 +58,7 @@ class AdvertisedDevice:
     """A VF as published: discovered attributes with policy attributes layered on top."""
 
     vf: VirtualFunction
-    attributes: Mapping[str, AttributeValue]
+    attributes: Mapping[str, TypedAttribute]
 
 
 class DeviceState:
@@ -67,7 +67,7 @@ class DeviceState:
     def __init__(self, inventory: Mapping[str, VirtualFunction]) -> None:
         self._lock = RWLock()
         self._inventory = dict(inventory)
-        self._policy: dict[str, dict[str, AttributeValue]] = {}
+        self._policy: dict[str, dict[str, TypedAttribute]] = {}
 
     def inventory(self) -> dict[str, VirtualFunction]:
         with self._lock.read():
@@ -84,13 +84,17 @@ class DeviceState:
             vf = self._inventory.get(name)
             return vf, (self._advertised(name) if name in self._policy else None)
 
-    def update_policy_devices(self, eligible: Mapping[str, Mapping[str, AttributeValue]]) -> bool:
+    def update_policy_devices(self, eligible: Mapping[str, Mapping[str, TypedAttribute]]) -> bool:
         """Set the advertised membership; True when anything publishable changed.
 
         A withdrawn device counts as a change even when it carried no policy attributes: the
         upstream driver compared attribute keys only and so never republished that withdrawal.
         """
-        wanted = {name: dict(attrs) for name, attrs in eligible.items() if name in self._inventory}
+        wanted = {
+            name: {k: dict(v) for k, v in attrs.items()}
+            for name, attrs in eligible.items()
+            if name in self._inventory
+        }
         with self._lock.write():
             changed = wanted != self._policy
             self._policy = wanted
@@ -100,5 +104,5 @@ class DeviceState:
         vf = self._inventory[name]
         merged = dict(self._policy[name])
         # Discovered identity always wins: a policy cannot relabel hardware.
-        merged.update(vf.attributes)
+        merged.update((k, typed_attribute(v)) for k, v in vf.attributes.items())
         return AdvertisedDevice(vf=vf, attributes=merged)

@@ -27,12 +27,20 @@ def test_withdrawal_with_empty_attributes_is_a_change(tmp_path: Path) -> None:
 def test_policy_attributes_layer_but_never_override_identity(tmp_path: Path) -> None:
     state = _state(tmp_path)
     state.update_policy_devices(
-        {"0000-17-00-1": {"k8s.cni.cncf.io/resourceName": "rail0", ATTR_PCI_ADDRESS: "x"}}
+        {
+            "0000-17-00-1": {
+                "k8s.cni.cncf.io/resourceName": {"string": "rail0"},
+                ATTR_PCI_ADDRESS: {"string": "x"},
+            }
+        }
     )
     (adv,) = state.advertised()
-    assert adv.attributes["k8s.cni.cncf.io/resourceName"] == "rail0"
-    assert adv.attributes[ATTR_PCI_ADDRESS] == "0000:17:00.1"
-    assert state.update_policy_devices({"0000-17-00-1": {"k8s.cni.cncf.io/resourceName": "rail1"}}) is True
+    assert adv.attributes["k8s.cni.cncf.io/resourceName"] == {"string": "rail0"}
+    assert adv.attributes[ATTR_PCI_ADDRESS] == {"string": "0000:17:00.1"}
+    assert (
+        state.update_policy_devices({"0000-17-00-1": {"k8s.cni.cncf.io/resourceName": {"string": "rail1"}}})
+        is True
+    )
     assert state.update_policy_devices({"0000-17-00-1": {}}) is True
     assert "k8s.cni.cncf.io/resourceName" not in state.advertised()[0].attributes
 
