@@ -1,0 +1,117 @@
+"""A sysfs-shaped tree for a planned fake SR-IOV node, laid out the way upstream discovery reads it.
+
+Devices live under ``devices/pci<DDDD:BB>/<root port>/<BDF>`` so the PCIe root can be derived from
+the resolved path exactly as upstream does; ``bus/pci/devices``, ``bus/pci/drivers`` and
+``class/net`` are relative symlinks into that tree.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from sriov_contract.errors import ReasonedError
+from tests.bed.sriov_topology import BRIDGE_CLASS, GPU_CLASS, NET_CLASS, NodePlan
+
+# Top-level entries this module creates below the root; teardown removes exactly these.
+OWNED_ENTRIES = ("devices", "bus", "class")
+VFIO_DRIVERS = ("vfio-pci", "uio_pci_generic", "igb_uio")
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text + "\n")
+
+
+def _symlink(link: Path, target: Path) -> None:
+    """Create ``link`` pointing at ``target`` with a relative path, like the kernel's links."""
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(os.path.relpath(target, link.parent))
+
+
+class FakeSysfs:
+    """The tree under ``root`` for one plan; all writes go through here."""
+
+    def __init__(self, root: Path, plan: NodePlan) -> None:
+        self.root = root
+        self.plan = plan
+
+    def device_dir(self, bdf: str) -> Path:
+        try:
+            return self.root / self.plan.device_paths[bdf]
+        except KeyError:
+            raise ReasonedError(
+                "UnknownFakeDevice", f"PCI device {bdf} is not part of the fake node under {self.root}"
+            ) from None
+
+    def create(self) -> None:
+        for bdf, rel in self.plan.bridge_paths.items():
+            self._pci_device(bdf, self.root / rel, "8086", "2030", BRIDGE_CLASS, numa=-1)
+        for pf in self.plan.pfs:
+            pf_dir = self.device_dir(pf.pci)
+            self._pci_device(pf.pci, pf_dir, pf.vendor, pf.device, NET_CLASS, pf.numa)
+            _write(pf_dir / "sriov_totalvfs", str(pf.total_vfs))
+            _write(pf_dir / "sriov_numvfs", str(len(pf.vfs)))
+            self.bind(pf.pci, pf.driver, pf.netdev)
+            for vf in pf.vfs:
+                vf_dir = self.device_dir(vf.pci)
+                self._pci_device(vf.pci, vf_dir, vf.vendor, vf.device, NET_CLASS, vf.numa)
+                _symlink(vf_dir / "physfn", pf_dir)
+                _symlink(pf_dir / f"virtfn{vf.vf_index}", vf_dir)
+                self.bind(vf.pci, vf.driver, vf.netdev)
+        for gpu in self.plan.gpus:
+            self._pci_device(gpu.pci, self.device_dir(gpu.pci), gpu.vendor, gpu.device, GPU_CLASS, gpu.numa)
+            self.bind(gpu.pci, gpu.driver, None)
+
+    def _pci_device(self, bdf: str, path: Path, vendor: str, device: str, cls: str, numa: int) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        _write(path / "vendor", f"0x{vendor}")
+        _write(path / "device", f"0x{device}")
+        _write(path / "class", cls)
+        _write(path / "numa_node", str(numa))
+        _write(path / "driver_override", "(null)")
+        _symlink(self.root / "bus/pci/devices" / bdf, path)
+
+    def bind(self, bdf: str, driver: str | None, netdev: str | None) -> None:
+        """Point ``bdf``'s driver link at ``driver`` (None = unbound).
+
+        Only a kernel network driver exposes a netdev: binding to vfio-pci or unbinding hides
+        ``net/<ifname>`` and ``class/net/<ifname>`` as the kernel does.
+        """
+        path = self.device_dir(bdf)
+        old = path / "driver"
+        if old.is_symlink():
+            (old.resolve() / bdf).unlink(missing_ok=True)
+            old.unlink()
+        if driver is not None:
+            drv_dir = self.root / "bus/pci/drivers" / driver
+            for knob in ("bind", "unbind"):
+                if not (drv_dir / knob).exists():
+                    _write(drv_dir / knob, "")
+            _symlink(old, drv_dir)
+            _symlink(drv_dir / bdf, path)
+        if netdev is None:
+            return
+        net_dir = path / "net" / netdev
+        class_link = self.root / "class/net" / netdev
+        if driver is None or driver in VFIO_DRIVERS:
+            shutil.rmtree(net_dir, ignore_errors=True)
+            class_link.unlink(missing_ok=True)
+            return
+        net_dir.mkdir(parents=True, exist_ok=True)
+        _write(net_dir / "type", "1")
+        _symlink(net_dir / "device", path)
+        _symlink(class_link, net_dir)
+
+    def driver_of(self, bdf: str) -> str | None:
+        link = self.device_dir(bdf) / "driver"
+        return link.resolve().name if link.is_symlink() else None
+
+
+def remove_tree(root: Path) -> None:
+    """Remove everything :class:`FakeSysfs` may have created below ``root``."""
+    for entry in OWNED_ENTRIES:
+        shutil.rmtree(root / entry, ignore_errors=True)

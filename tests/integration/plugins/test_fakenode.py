@@ -1,0 +1,121 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.bed.fakenode import STATE_FILE, FakeNode, teardown
+from tests.support.cni import REPO, TWO_RAIL, load_two_rail
+
+pytestmark = pytest.mark.netns
+
+
+def host_links(prefix):
+    links = json.loads(
+        subprocess.run(["ip", "-j", "link"], capture_output=True, text=True, check=True).stdout
+    )
+    return sorted(link["ifname"] for link in links if link["ifname"].startswith(prefix))
+
+
+def netns_names():
+    out = subprocess.run(["ip", "-j", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    return {n["name"] for n in json.loads(out or "[]")}
+
+
+def assert_gone(node_root, prefix):
+    assert host_links(prefix) == []
+    assert f"fakesriov-{prefix}" not in netns_names()
+    assert not node_root.exists() or list(node_root.iterdir()) == []
+
+
+def test_up_creates_real_links_and_down_removes_everything(tmp_path):
+    root = tmp_path / "sys"
+    node = FakeNode.up(load_two_rail(), root)
+    try:
+        expected = sorted([pf.netdev for pf in node.pfs] + [vf.netdev for vf in node.vfs])
+        assert host_links(node.prefix) == expected
+        shown = json.loads(
+            subprocess.run(
+                ["ip", "-j", "link", "show", node.vfs[0].netdev], capture_output=True, text=True
+            ).stdout
+        )
+        assert shown[0]["address"] == node.vfs[0].mac
+        assert (root / "bus/pci/devices" / node.vfs[0].pci / "net" / node.vfs[0].netdev).is_dir()
+        assert all(s["present"] for s in node.status()["vfs"])
+    finally:
+        node.down()
+    assert_gone(root, node.prefix)
+    node.down()  # idempotent
+    assert_gone(root, node.prefix)
+
+
+def test_down_also_destroys_vfs_that_live_in_a_container_netns(tmp_path, netns):
+    ns = netns()
+    node = FakeNode.up(load_two_rail(), tmp_path / "sys")
+    vf = node.vfs[0]
+    subprocess.run(["ip", "link", "set", vf.netdev, "netns", ns.rsplit("/", 1)[1]], check=True)
+    node.down()
+    out = subprocess.run(
+        ["ip", "-n", ns.rsplit("/", 1)[1], "-j", "link"], capture_output=True, text=True, check=True
+    )
+    assert [link["ifname"] for link in json.loads(out.stdout)] == ["lo"]
+    assert_gone(tmp_path / "sys", node.prefix)
+
+
+def test_teardown_after_a_crashed_creator(tmp_path):
+    root = tmp_path / "sys"
+    # A separate process brings the node up and dies without cleaning anything.
+    code = (
+        "import os, sys, yaml; from pathlib import Path; from tests.bed.fakenode import FakeNode;"
+        f"FakeNode.up(yaml.safe_load(open({str(TWO_RAIL)!r})), Path({str(root)!r})); os._exit(9)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 9, proc.stderr
+    prefix = json.loads((root / STATE_FILE).read_text())["prefix"]
+    assert len(host_links(prefix)) == 10
+    teardown(root)
+    assert_gone(root, prefix)
+
+
+def test_prefix_sweep_when_the_state_file_is_lost(tmp_path):
+    root = tmp_path / "sys"
+    node = FakeNode.up(load_two_rail(), root)
+    (root / STATE_FILE).unlink()
+    teardown(root, prefix=node.prefix)
+    assert_gone(root, node.prefix)
+
+
+def test_cli_up_status_down(tmp_path):
+    root = tmp_path / "sys"
+    script = str(REPO / "scripts/fake-sriov-node")
+    up = subprocess.run(
+        [script, "up", "--topology", str(TWO_RAIL), "--sysfs-root", str(root)], capture_output=True, text=True
+    )
+    assert up.returncode == 0, up.stderr
+    prefix = json.loads(up.stdout)["prefix"]
+    try:
+        again = subprocess.run(
+            [script, "up", "--topology", str(TWO_RAIL), "--sysfs-root", str(root)],
+            capture_output=True,
+            text=True,
+        )
+        assert again.returncode == 1 and "FakeNodeExists" in again.stderr and "Traceback" not in again.stderr
+        status = json.loads(
+            subprocess.run(
+                [script, "status", "--sysfs-root", str(root)], capture_output=True, text=True, check=True
+            ).stdout
+        )
+        assert [g["pcie_root"] for g in status["gpus"]] == ["pci0000:16", "pci0000:85"]
+    finally:
+        subprocess.run([script, "down", "--sysfs-root", str(root)], check=True)
+    assert_gone(root, prefix)
+
+
+def test_bind_switches_driver_link(fake_node):
+    vf = fake_node.vfs[2]
+    fake_node.bind(vf.pci, "vfio-pci")
+    assert fake_node.driver_of(vf.pci) == "vfio-pci"
+    assert not (fake_node.sysfs_root / "class/net" / vf.netdev).exists()
+    fake_node.bind(vf.pci, vf.driver)
+    assert fake_node.driver_of(vf.pci) == "mlx5_core"
+    assert (fake_node.sysfs_root / "class/net" / vf.netdev).exists()

@@ -1,0 +1,131 @@
+import os
+
+import pytest
+
+from sriov_contract.errors import ReasonedError
+from tests.bed.fakesysfs import FakeSysfs, remove_tree
+from tests.bed.sriov_topology import parse_topology, plan_node, vf_bdf
+from tests.support.cni import load_two_rail
+
+
+@pytest.fixture
+def plan():
+    return plan_node(parse_topology(load_two_rail()), "fab1")
+
+
+def test_two_rail_plan_mirrors_spec_names_and_roots(plan):
+    assert [(pf.netdev, pf.rail, pf.subnet, pf.pcie_root) for pf in plan.pfs] == [
+        ("fab1ens1f0", "rail-a", "192.0.2.0/24", "pci0000:16"),
+        ("fab1ens2f0", "rail-b", "198.51.100.0/24", "pci0000:85"),
+    ]
+    assert [(g.vendor, g.pcie_root) for g in plan.gpus] == [("10de", "pci0000:16"), ("10de", "pci0000:85")]
+    vf = plan.vfs[0]
+    assert (vf.pci, vf.netdev, vf.vf_index, vf.pf, vf.numa) == (
+        "0000:17:00.2",
+        "fab1ens1f0v0",
+        0,
+        "fab1ens1f0",
+        0,
+    )
+    assert len({v.mac for v in plan.vfs}) == len(plan.vfs) == 8
+    assert all(int(v.mac.split(":")[0], 16) & 0b11 == 0b10 for v in plan.vfs)  # local, unicast
+
+
+def test_plan_is_deterministic_per_prefix(plan):
+    topo = parse_topology(load_two_rail())
+    assert plan_node(topo, "fab1") == plan
+    assert plan_node(topo, "fab2").vfs[0].mac != plan.vfs[0].mac
+
+
+def test_vf_addresses_roll_over_device_numbers():
+    assert vf_bdf("0000:17:00.0", 7) == "0000:17:00.7"
+    assert vf_bdf("0000:17:00.0", 8) == "0000:17:01.0"
+
+
+@pytest.mark.parametrize(
+    ("doc", "needle"),
+    [
+        ({}, "non-empty 'roots'"),
+        ({"roots": [{"root": "zz"}]}, "must look like 0000:16"),
+        ({"roots": [{"root": "0000:16", "pfs": [{"name": "a", "bdf": "17:00.0"}]}]}, "DDDD:BB:dd.f"),
+        (
+            {
+                "roots": [
+                    {
+                        "root": "0000:16",
+                        "pfs": [{"name": "a", "bdf": "0000:17:00.0", "vfs": 9, "totalVfs": 8}],
+                    }
+                ]
+            },
+            "totalVfs",
+        ),
+        ({"roots": [{"root": "0000:16", "pfs": [{"bdf": "0000:17:00.0"}]}]}, "needs 'name'"),
+        (
+            {
+                "roots": [
+                    {
+                        "root": "0000:16",
+                        "pfs": [{"name": "a", "bdf": "0000:17:00.0"}],
+                        "gpus": [{"bdf": "0000:17:00.0"}],
+                    }
+                ]
+            },
+            "appears twice",
+        ),
+        (
+            {"roots": [{"root": "0000:16", "pfs": [{"name": "averylongpf", "bdf": "0000:17:00.0"}]}]},
+            "exceed 15 bytes",
+        ),
+    ],
+)
+def test_invalid_topologies_are_refused_with_reason(doc, needle):
+    with pytest.raises(ReasonedError, match=needle) as info:
+        plan_node(parse_topology(doc), "fab1")
+    assert info.value.reason == "InvalidTopology"
+
+
+def test_sysfs_tree_has_upstream_layout(tmp_path, plan):
+    sysfs = FakeSysfs(tmp_path, plan)
+    sysfs.create()
+    dev = tmp_path / "bus/pci/devices"
+    vf = plan.vfs[1]
+    # PCIe root is the first path element after devices/, as upstream derives it.
+    resolved = (dev / vf.pci).resolve().relative_to(tmp_path)
+    assert resolved.parts[:2] == ("devices", "pci0000:16")
+    assert os.listdir(dev / vf.pci / "physfn/net") == [vf.pf]
+    pf_dev = tmp_path / "class/net" / vf.pf / "device"
+    assert (pf_dev / "sriov_numvfs").read_text() == "4\n"
+    assert (pf_dev / "sriov_totalvfs").read_text() == "8\n"
+    assert os.path.basename(os.readlink(pf_dev / f"virtfn{vf.vf_index}")) == vf.pci
+    assert os.listdir(dev / vf.pci / "net") == [vf.netdev]
+    assert (dev / vf.pci / "vendor").read_text() == "0x15b3\n"
+    assert (dev / vf.pci / "device").read_text() == "0x1018\n"
+    assert (dev / vf.pci / "numa_node").read_text() == "0\n"
+    assert (dev / vf.pci / "class").read_text() == "0x020000\n"
+    assert sysfs.driver_of(vf.pci) == "mlx5_core"
+    assert (tmp_path / "bus/pci/drivers/mlx5_core" / vf.pci).resolve() == (dev / vf.pci).resolve()
+    gpu = plan.gpus[1]
+    assert (dev / gpu.pci / "class").read_text() == "0x030200\n"
+    assert (dev / gpu.pci).resolve().relative_to(tmp_path).parts[1] == "pci0000:85"
+
+
+def test_binding_to_vfio_hides_the_netdev_and_rebinding_restores_it(tmp_path, plan):
+    sysfs = FakeSysfs(tmp_path, plan)
+    sysfs.create()
+    vf = plan.vfs[0]
+    dev = tmp_path / "bus/pci/devices" / vf.pci
+    sysfs.bind(vf.pci, "vfio-pci", vf.netdev)
+    assert sysfs.driver_of(vf.pci) == "vfio-pci"
+    assert not (dev / "net" / vf.netdev).exists()
+    assert not (tmp_path / "class/net" / vf.netdev).exists()
+    assert not (tmp_path / "bus/pci/drivers/mlx5_core" / vf.pci).exists()
+    sysfs.bind(vf.pci, None, vf.netdev)
+    assert sysfs.driver_of(vf.pci) is None
+    sysfs.bind(vf.pci, "mlx5_core", vf.netdev)
+    assert os.listdir(dev / "net") == [vf.netdev]
+
+
+def test_remove_tree_leaves_an_empty_root(tmp_path, plan):
+    FakeSysfs(tmp_path, plan).create()
+    remove_tree(tmp_path)
+    assert list(tmp_path.iterdir()) == []
