@@ -1,0 +1,69 @@
+"""Tool status comes from build stamps with an exact reason; the CLI is idempotent without a bed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+import pytest
+
+from tests.bed.tools import REPO_ROOT, ToolSet, ToolUnavailable, parse_print_dir, status_of
+
+
+def test_print_dir_output_is_parsed() -> None:
+    assert parse_print_dir("k8s=/c/k8s-v1\netcd=/c/etcd-v3\n\n") == {
+        "k8s": Path("/c/k8s-v1"),
+        "etcd": Path("/c/etcd-v3"),
+    }
+
+
+def test_status_reasons(tmp_path: Path) -> None:
+    assert not status_of("multus", tmp_path).usable
+    assert "run 'make tools'" in status_of("multus", tmp_path).reason
+    (tmp_path / ".failed").write_text("go build multus-shim: undefined: foo\n")
+    failed = status_of("multus", tmp_path)
+    assert not failed.usable and "undefined: foo" in failed.reason
+    (tmp_path / ".complete").touch()
+    assert status_of("multus", tmp_path).usable
+
+
+def test_missing_tool_goes_to_the_callers_handler(tmp_path: Path) -> None:
+    seen: list[ToolUnavailable] = []
+
+    def record(err: ToolUnavailable) -> NoReturn:
+        seen.append(err)
+        raise RuntimeError("handled")
+
+    tools = ToolSet(on_missing=record)
+    tools.__dict__["directories"] = {"plugins": tmp_path}
+    with pytest.raises(RuntimeError, match="handled"):
+        tools.require("plugins")
+    assert seen[0].reason == "ToolNotBuilt"
+    with pytest.raises(ToolUnavailable, match="UnknownTool"):
+        tools.require("kubelet")
+
+
+def test_build_tools_prints_every_component_dir() -> None:
+    dirs = ToolSet().directories
+    assert set(dirs) == {"k8s", "etcd", "cnitool", "plugins", "whereabouts", "multus"}
+    assert all(d.is_absolute() for d in dirs.values())
+
+
+def run_cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tests.bed", "--root", str(root), *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_cli_down_and_status_without_a_bed(tmp_path: Path) -> None:
+    status = run_cli(tmp_path, "status")
+    assert status.returncode == 3 and "not running" in status.stdout
+    for _ in range(2):
+        down = run_cli(tmp_path, "down")
+        assert down.returncode == 0 and "no test bed running" in down.stderr
