@@ -3,6 +3,7 @@
 import click
 
 from driver.cli_contract import contract
+from driver.cli_render import render
 
 
 @click.group()
@@ -12,3 +13,4 @@ def cli() -> None:
 
 
 cli.add_command(contract)
+cli.add_command(render)
