@@ -41,6 +41,8 @@ def _read(path: str) -> bytes | None:
             return fh.read()
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        raise CniError("DelegateCacheUnreadable", f"cannot read {path}: {exc.strerror}", IO_FAILURE) from exc
 
 
 def _remove(path: str) -> None:

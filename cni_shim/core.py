@@ -16,7 +16,7 @@ from cni_shim import cniargs, delegates, guard, netconf, netstatus, plan, protoc
 from cni_shim.delegates import Candidate
 from cni_shim.errors import INVALID_NETWORK_CONFIG, TRY_AGAIN_LATER, UNKNOWN_CONTAINER, CniError, KubeApiError
 from cni_shim.interfaces import CacheStore, Clock, Executor, KubeApi, Log
-from cni_shim.invoke import Attachment, Runner, negotiate, probe_versions
+from cni_shim.invoke import Attachment, Runner, cache_key, negotiate, probe_versions
 from cni_shim.netconf import NetConf
 from cni_shim.network import Network
 from cni_shim.network import parse as parse_network
@@ -32,6 +32,7 @@ POD_RETRY_INTERVAL = 0.25
 READINESS_TIMEOUT = 45.0
 STATUS_WRITE_ATTEMPTS = 5
 STATUS_RETRY_INTERVAL = 0.01
+MAX_FILE_NAME = 255
 _RETRYABLE_STATUS = (0, 500, 503)
 
 
@@ -68,8 +69,9 @@ class _Ctx:
 
 def handle(req: protocol.Request, svc: Services) -> Json | None:
     """Run one already environment-checked request; returns the ADD result in the caller's version."""
-    conf, raw = netconf.load(req.stdin)
+    raw = netconf.fold(netconf.decode_object(req.stdin))
     version = protocol.check_config(req.command, raw)
+    conf = netconf.load(raw)
     pod_args = cniargs.parse(req.args) if req.command in ("ADD", "DEL", "CHECK") else cniargs.PodArgs()
     ctx = _Ctx(req, conf, raw, version, pod_args, svc, svc.store_for(conf.cni_dir), svc.log_for(conf))
     if req.command == "ADD":
@@ -202,6 +204,12 @@ def _pod_candidates(
         selections = parse_network_selections(text, pod_ns) if isinstance(text, str) else []
     except ReasonedError as exc:
         raise CniError(exc.reason, f"{ctx.prefix()}{exc.message}", INVALID_NETWORK_CONFIG) from exc
+    except RecursionError as exc:
+        raise CniError(
+            "InvalidNetworksAnnotation",
+            f"{ctx.prefix()}{keys.NETWORKS_ANNOTATION} is nested too deeply",
+            INVALID_NETWORK_CONFIG,
+        ) from exc
     if ctx.conf.namespace_isolation:
         delegates.check_isolation(selections, pod_ns, ctx.conf.global_namespaces)
     if guarded:
@@ -237,6 +245,8 @@ def _plan(ctx: _Ctx, candidates: Sequence[Candidate], *, probe: bool) -> plan.Pl
                     )
     else:
         supported = {str(p["type"]): versions.SUPPORTED for n in networks for p in n.plugins}
+    for cand, ifname, net in zip(candidates, names, networks, strict=True):
+        _check_cache_key(net, ctx.req.container_id, ifname, cand.name)
     base_args = cniargs.for_delegate(ctx.pod_args, ctx.req.args)
     planned = tuple(
         plan.PlannedDelegate(
@@ -263,6 +273,22 @@ def _plan(ctx: _Ctx, candidates: Sequence[Candidate], *, probe: bool) -> plan.Pl
         pod_uid=ctx.pod_args.uid,
         delegates=planned,
     )
+
+
+def _check_cache_key(net: Network, container_id: str, ifname: str, what: str) -> None:
+    """libcni's network-name rule, plus a length that still fits the per-attachment result file."""
+    if not protocol.valid_id(net.name):
+        raise CniError(
+            "InvalidNetworkName",
+            f"delegate {what:.200}: network name {net.name!r:.100} must match ^[a-zA-Z0-9][a-zA-Z0-9_.-]*$",
+            INVALID_NETWORK_CONFIG,
+        )
+    if len(cache_key(net.name, container_id, ifname).encode()) > MAX_FILE_NAME:
+        raise CniError(
+            "InvalidNetworkName",
+            f"delegate {what:.200}: network name of {len(net.name)} characters is too long for the result cache",
+            INVALID_NETWORK_CONFIG,
+        )
 
 
 def _attachment(ctx: _Ctx, p: plan.Plan, d: plan.PlannedDelegate, *, adding: bool) -> Attachment:

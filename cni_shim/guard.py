@@ -79,7 +79,7 @@ def _static_sriov_pci(config: bytes, what: str) -> str:
     """The one deviceID of a static sriov config (single plugin, or sriov first then allowlisted)."""
     try:
         obj = rawjson.loads(config)
-    except rawjson.RawJsonError as exc:
+    except (rawjson.RawJsonError, RecursionError) as exc:
         raise _reject("ConfigNotStaticSriov", what, f"spec.config is not JSON ({exc})") from exc
     if not isinstance(obj, dict):
         raise _reject("ConfigNotStaticSriov", what, "spec.config is not an object")

@@ -115,7 +115,7 @@ class KubeClient:
             raise KubeApiError(f"GET {what} returned HTTP {status}: {_reason(data)}", status)
         try:
             doc = json.loads(data)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise KubeApiError(f"GET {what} returned a body that is not JSON", 0) from exc
         if not isinstance(doc, dict):
             raise KubeApiError(f"GET {what} returned a body that is not an object", 0)

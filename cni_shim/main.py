@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 def _cni_version(stdin: bytes) -> str:
     try:
         value = json.loads(stdin).get("cniVersion", "")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         return ""
     return value if isinstance(value, str) else ""
 

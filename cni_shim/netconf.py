@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from cni_shim import network
 from cni_shim.errors import DECODE_FAILURE, CniError, config_error
 
 DEFAULT_CONF_DIR = "/etc/cni/multus/net.d"
@@ -83,7 +84,7 @@ class NetConf:
 def decode_object(stdin: bytes) -> dict[str, Any]:
     try:
         raw = json.loads(stdin)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:
         raise CniError(
             "MalformedNetworkConfig", f"error unmarshalling network config: {exc}", DECODE_FAILURE
         ) from exc
@@ -137,9 +138,13 @@ def _attachments(raw: dict[str, Any]) -> tuple[tuple[str, str], ...] | None:
     return tuple(out)
 
 
-def load(stdin: bytes) -> tuple[NetConf, dict[str, Any]]:
-    """Decode the shim config (skel checks already passed); returns it and the case-folded raw map."""
-    raw = {_FOLD.get(k.lower(), k): v for k, v in decode_object(stdin).items()}
+def fold(obj: dict[str, Any]) -> dict[str, Any]:
+    """Go's decoder matches field names case-insensitively; fold the known keys to their spelling."""
+    return {_FOLD.get(k.lower(), k): v for k, v in obj.items()}
+
+
+def load(raw: dict[str, Any]) -> NetConf:
+    """Interpret an already decoded and folded shim config (skel checks passed) with Multus defaults."""
     version = _typed(raw, "cniVersion", str, "")
     delegates_raw = _typed(raw, "delegates", list, []) or []
     cluster = _typed(raw, "clusterNetwork", str, "")
@@ -150,7 +155,9 @@ def load(stdin: bytes) -> tuple[NetConf, dict[str, Any]]:
         for idx, item in enumerate(delegates_raw):
             if not isinstance(item, dict):
                 raise config_error(f"failed to load delegate {idx} config: it must be a JSON object")
-            delegates.append(json.dumps(item, sort_keys=True, separators=(",", ":")).encode())
+            encoded = json.dumps(item, sort_keys=True, separators=(",", ":")).encode()
+            network.parse(encoded, f"delegate {idx} of the shim config")
+            delegates.append(encoded)
     global_ns = _typed(raw, "globalNamespaces", str, "")
     runtime = _typed(raw, "runtimeConfig", dict, {}) or {}
     conf = NetConf(
@@ -180,4 +187,4 @@ def load(stdin: bytes) -> tuple[NetConf, dict[str, Any]]:
         from cni_shim import results  # noqa: PLC0415 - only DEL/CHECK carry a prevResult
 
         results.to_current(raw["prevResult"], version)
-    return conf, raw
+    return conf

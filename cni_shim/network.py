@@ -28,7 +28,7 @@ class Network:
 def decode(raw: bytes, what: str) -> JsonObject:
     try:
         value = rawjson.loads(raw)
-    except rawjson.RawJsonError as exc:
+    except (rawjson.RawJsonError, RecursionError) as exc:
         raise config_error(f"{what} is not valid JSON: {exc}") from exc
     if not isinstance(value, JsonObject):
         raise config_error(f"{what} must be a JSON object")

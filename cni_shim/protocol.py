@@ -13,7 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from cni_shim import versions
-from cni_shim.errors import INCOMPATIBLE_VERSION, INVALID_ENVIRONMENT, INVALID_NETWORK_CONFIG, CniError
+from cni_shim.errors import (
+    DECODE_FAILURE,
+    INCOMPATIBLE_VERSION,
+    INVALID_ENVIRONMENT,
+    INVALID_NETWORK_CONFIG,
+    CniError,
+)
 
 ABOUT = "cni-shim: Multus-compatible meta-plugin that delegates to other CNI plugins"
 COMMANDS = ("ADD", "DEL", "CHECK", "STATUS", "GC", "VERSION")
@@ -28,6 +34,8 @@ _REQUIRED = {
 }
 # Minimum config version that allows the verb (skel's gates).
 _MIN_VERSION = {"CHECK": "0.4.0", "GC": "1.1.0", "STATUS": "1.1.0"}
+# The container ID names the delegate cache file, so it must fit a file name.
+MAX_CONTAINER_ID = 200
 _ENV_ORDER = ("CNI_COMMAND", "CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_ARGS", "CNI_PATH")
 
 
@@ -56,6 +64,10 @@ class Request:
             stdin=stdin,
             env=dict(env),
         )
+
+
+def valid_id(value: str) -> bool:
+    return _ID.match(value) is not None
 
 
 def _env_error(message: str, details: str = "") -> CniError:
@@ -100,9 +112,11 @@ def check_environment(req: Request) -> None:
         if not value:
             missing.append(var)
         elif var == "CNI_CONTAINERID" and not _ID.match(value):
-            raise _env_error("invalid characters in containerID", value)
+            raise _env_error("invalid characters in containerID", value[:300])
+        elif var == "CNI_CONTAINERID" and len(value) > MAX_CONTAINER_ID:
+            raise _env_error(f"containerID is longer than {MAX_CONTAINER_ID} characters", value[:300])
         elif var == "CNI_IFNAME" and (problem := validate_ifname(value)):
-            raise _env_error(problem, value)
+            raise _env_error(problem, value[:300])
     if missing:
         raise _env_error(f"required env variables [{','.join(missing)}] missing")
 
@@ -118,7 +132,7 @@ def check_config(command: str, raw: Mapping[str, Any]) -> str:
         )
     version = raw.get("cniVersion", "")
     if not isinstance(version, str):
-        raise CniError("InvalidCniVersion", "cniVersion must be a string", INCOMPATIBLE_VERSION)
+        raise CniError("InvalidCniVersion", "cniVersion must be a string", DECODE_FAILURE)
     if command not in COMMANDS:
         raise _env_error(f"unknown CNI_COMMAND: {command}")
     minimum = _MIN_VERSION.get(command)
