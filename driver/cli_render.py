@@ -66,9 +66,10 @@ def render(nad_file: Path, pci: str, pod_namespace: str | None, output: str) -> 
     """Render NAD template FILE for one VF and print the exact shadow configuration bytes."""
     try:
         source = _load_manifest(nad_file)
-        if pod_namespace is not None:
+        metadata = source.get("metadata")
+        if pod_namespace is not None and isinstance(metadata, dict):
             # A manifest without a namespace is applied into the Pod's; name-only references mean that too.
-            source.setdefault("metadata", {}).setdefault("namespace", pod_namespace)
+            metadata.setdefault("namespace", pod_namespace)
         rendered = render_shadow_config(source, pci)
     except ReasonedError as err:
         click.echo(f"error: {err.reason}: {err.message}", err=True)

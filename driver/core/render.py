@@ -63,12 +63,12 @@ class RenderedConfig:
 def render_shadow_config(source_nad: Mapping[str, Any], allocated_pci: str) -> RenderedConfig:
     """Render `source_nad` (a NAD object as a plain mapping) for the VF at `allocated_pci`."""
     pci = normalize_pci_address(allocated_pci)
-    metadata = source_nad.get("metadata") or {}
+    metadata = _mapping(source_nad.get("metadata"))
     nad_name = metadata.get("name")
     ref = f"{metadata.get('namespace', '')}/{nad_name}"
     if not isinstance(nad_name, str) or not nad_name:
         raise _unsupported(ref, "metadata.name is missing", "render the NAD object as stored in the API")
-    config_text = (source_nad.get("spec") or {}).get("config")
+    config_text = _mapping(source_nad.get("spec")).get("config")
     if not isinstance(config_text, str) or not config_text:
         raise _unsupported(
             ref, "spec.config is empty or absent (file-backed)", "inline the CNI JSON in spec.config"
@@ -95,6 +95,10 @@ def render_shadow_config(source_nad: Mapping[str, Any], allocated_pci: str) -> R
         pci_address=pci,
         sha256=config_sha256(config),
     )
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def _unsupported(ref: str, why: str, fix: str) -> DriverCoreError:

@@ -108,6 +108,7 @@ def resolve_template(
     device_attributes: Mapping[str, object], vf_config: VfConfig, pod_namespace: str, device: str
 ) -> NamespacedName:
     """The concrete source NAD for one allocated device of a Pod already verified in `pod_namespace`."""
+    validate_dns_label(pod_namespace, "pod namespace")
     from_device = reference_from_attributes(device_attributes, f"device {device} attributes")
     from_config = reference_from_vf_config(vf_config, f"VfConfig for device {device}")
     if from_device is not None and from_config is not None:

@@ -117,6 +117,15 @@ def test_missing_spec_is_file_backed():
     assert "file-backed" in err.value.message
 
 
+@pytest.mark.parametrize(
+    "source", [{"metadata": "x", "spec": {"config": "{}"}}, {"metadata": {"name": "n"}, "spec": []}]
+)
+def test_non_object_metadata_or_spec_is_refused_not_crashed(source):
+    with pytest.raises(DriverCoreError) as err:
+        render_shadow_config(source, PCI)
+    assert err.value.reason == "UnsupportedCNIConfig"
+
+
 def test_missing_metadata_name_is_refused():
     with pytest.raises(DriverCoreError) as err:
         render_shadow_config({"spec": {"config": conflist(SRIOV)}}, PCI)

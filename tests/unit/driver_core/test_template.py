@@ -11,6 +11,7 @@ from driver.core.template import (
     resolve_template,
 )
 from driver.core.vfconfig import VfConfig
+from sriov_contract.errors import ContractError
 
 POD_NS = "ai-workloads"
 NO_CONFIG = VfConfig()
@@ -69,6 +70,12 @@ def test_resolution(device_attrs, config, expected):
 def test_device_and_vfconfig_disagreement_is_an_error(device_attrs, config):
     err = refused("ConflictingTemplateReference", device_attrs, config)
     assert "pf0vf1" in err.message
+
+
+@pytest.mark.parametrize("pod_namespace", ["", "Bad_NS"])
+def test_pod_namespace_must_be_a_verified_namespace(pod_namespace):
+    with pytest.raises(ContractError):
+        resolve_template(attrs("a"), NO_CONFIG, pod_namespace, "pf0vf1")
 
 
 def test_no_reference_is_missing_template():
