@@ -1,9 +1,135 @@
-"""The `sriov-dra-driver` kubelet plugin daemon."""
+"""The `sriov-dra-driver` node agent: discovery, policies, ResourceSlices and the kubelet plugin."""
 
+from __future__ import annotations
+
+import logging
+import signal
 import sys
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import Any
 
-from driver.notimpl import not_implemented
+import click
+
+from driver.config import Config
+from sriov_contract.errors import ReasonedError
+
+log = logging.getLogger("sriov-dra-driver")
+
+
+def run(cfg: Config, stop: threading.Event) -> None:
+    """Start everything, serve until `stop` is set, then shut down cleanly."""
+    # Heavy imports stay here so `--help` and flag errors answer instantly.
+    from kubernetes import client  # noqa: PLC0415
+    from kubernetes import config as kube_config  # noqa: PLC0415
+
+    from driver.agent import PolicyController, start_threads  # noqa: PLC0415
+    from driver.cdi import CdiDir  # noqa: PLC0415
+    from driver.checkpoint import FileStorage, PreparedClaims  # noqa: PLC0415
+    from driver.config import MULTUS  # noqa: PLC0415
+    from driver.discovery import discover  # noqa: PLC0415
+    from driver.inventory import DeviceState  # noqa: PLC0415
+    from driver.kube import KubeClaims, KubePolicySource, KubeSlices, watch_forever  # noqa: PLC0415
+    from driver.kubeletplugin.server import KubeletPlugin, SocketPaths  # noqa: PLC0415
+    from driver.prepare import Preparer  # noqa: PLC0415
+    from driver.slices import SlicePublisher  # noqa: PLC0415
+    from driver.vfdriver import SysfsVfDriver  # noqa: PLC0415
+
+    paths = SocketPaths(cfg.registrar_dir, cfg.plugins_dir)
+    paths.plugin_dir.mkdir(parents=True, exist_ok=True, mode=0o750)
+    cfg.cdi_root.mkdir(parents=True, exist_ok=True, mode=0o750)
+    if cfg.kubeconfig:
+        api = kube_config.new_client_from_config(config_file=cfg.kubeconfig)  # type: ignore[no-untyped-call]
+    else:
+        kube_config.load_incluster_config()  # type: ignore[no-untyped-call]
+        api = client.ApiClient()
+
+    state = DeviceState(discover(cfg.sysfs_root))
+    log.info("discovered %d VFs under %s", len(state.inventory()), cfg.sysfs_root)
+    checkpoint_path = paths.plugin_dir / "checkpoint.json"
+    checkpoint = PreparedClaims(FileStorage(checkpoint_path), str(checkpoint_path))
+    log.info("checkpoint %s holds %d prepared claims", checkpoint_path, len(checkpoint.snapshot_all()))
+
+    source = KubePolicySource(api, cfg.namespace, cfg.node_name)
+    node_uid, _labels = source.node()
+    slices = KubeSlices(api, cfg.node_name)
+    controller = PolicyController(
+        source,
+        state,
+        SlicePublisher(slices, cfg.node_name, node_uid),
+        managed=cfg.multus_auto_attach and cfg.configuration_mode == MULTUS,
+    )
+    preparer = Preparer(
+        node_name=cfg.node_name,
+        claims=KubeClaims(api),
+        inventory=lambda name: state.lookup(name)[0],
+        checkpoint=checkpoint,
+        cdi_specs=CdiDir(cfg.cdi_root),
+        vf_driver=SysfsVfDriver(cfg.sysfs_root),
+    )
+    plugin = KubeletPlugin(paths, preparer)
+    log.info("serving %s and %s", paths.dra_socket, paths.registration_socket)
+    start_threads(stop, controller, source.watch_sources(slices), watch_forever)
+    try:
+        stop.wait()
+    finally:
+        plugin.stop()
+        api.close()
+        log.info("stopped")
+
+
+@click.command(context_settings={"auto_envvar_prefix": None, "show_default": True})
+@click.option("--node-name", envvar="NODE_NAME", default="", help="node to manage")
+@click.option("--namespace", envvar="NAMESPACE", default="dra-driver-sriov", help="namespace of policies")
+@click.option("--cdi-root", envvar="CDI_ROOT", default="/var/run/cdi", type=click.Path(path_type=Path))
+@click.option(
+    "--kubelet-registrar-directory-path",
+    envvar="KUBELET_REGISTRAR_DIRECTORY_PATH",
+    default="/var/lib/kubelet/plugins_registry",
+    type=click.Path(path_type=Path),
+)
+@click.option(
+    "--kubelet-plugins-directory-path",
+    envvar="KUBELET_PLUGINS_DIRECTORY_PATH",
+    default="/var/lib/kubelet/plugins",
+    type=click.Path(path_type=Path),
+)
+@click.option("--sysfs-root", envvar="SYSFS_ROOT", default="/sys", type=click.Path(path_type=Path))
+@click.option(
+    "--configuration-mode", envvar="CONFIGURATION_MODE", default="STANDALONE", help="STANDALONE or MULTUS"
+)
+@click.option("--multus-auto-attach/--no-multus-auto-attach", envvar="MULTUS_AUTO_ATTACH", default=False)
+@click.option("--healthcheck-port", envvar="HEALTHCHECK_PORT", default=-1, type=int)
+@click.option("--kubeconfig", envvar="KUBECONFIG", default=None, help="in-cluster config when unset")
+def cli(**opts: Any) -> None:
+    """The SR-IOV DRA kubelet plugin."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        cfg = Config(
+            node_name=opts["node_name"],
+            namespace=opts["namespace"],
+            cdi_root=opts["cdi_root"],
+            registrar_dir=opts["kubelet_registrar_directory_path"],
+            plugins_dir=opts["kubelet_plugins_directory_path"],
+            sysfs_root=opts["sysfs_root"],
+            configuration_mode=opts["configuration_mode"],
+            multus_auto_attach=opts["multus_auto_attach"],
+            healthcheck_port=opts["healthcheck_port"],
+            kubeconfig=opts["kubeconfig"],
+        )
+        stop = threading.Event()
+
+        def on_signal(_sig: int, _frame: FrameType | None) -> None:
+            stop.set()
+
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
+            signal.signal(sig, on_signal)
+        run(cfg, stop)
+    except ReasonedError as err:
+        click.echo(f"sriov-dra-driver: {err.reason}: {err.message}", err=True)
+        sys.exit(2)
 
 
 def main() -> None:
-    sys.exit(not_implemented("sriov-dra-driver", "driver node agent"))
+    cli()

@@ -1,0 +1,108 @@
+"""The node agent's long-running orchestration: policy reconciliation and slice publication.
+
+One worker thread reconciles whenever anything relevant changed (policies, DeviceAttributes, the
+Node's labels, our ResourceSlices); triggers coalesce, so a burst of events costs one reconcile.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from driver.inventory import DeviceState
+from driver.policy import PolicyOutcome, evaluate
+from driver.slices import DesiredSlices, SlicePublisher
+
+log = logging.getLogger(__name__)
+
+
+class PolicySource(Protocol):
+    node_name: str
+
+    def policies(self) -> list[dict[str, Any]]: ...
+
+    def device_attributes(self) -> list[dict[str, Any]]: ...
+
+    def node(self) -> tuple[str, dict[str, str]]: ...
+
+
+class PolicyController:
+    """Evaluates policies against the inventory and republishes slices when needed."""
+
+    def __init__(
+        self,
+        source: PolicySource,
+        state: DeviceState,
+        publisher: SlicePublisher,
+        *,
+        managed: bool,
+    ) -> None:
+        self._source = source
+        self._state = state
+        self._publisher = publisher
+        self._managed = managed
+        self._trigger = threading.Event()
+        self.last_outcome = PolicyOutcome()
+        self.last_slices: DesiredSlices | None = None
+        self.reconciles = 0
+
+    def trigger(self) -> None:
+        self._trigger.set()
+
+    def reconcile(self) -> None:
+        _uid, labels = self._source.node()
+        outcome = evaluate(
+            policies=self._source.policies(),
+            device_attributes=self._source.device_attributes(),
+            node_name=self._source.node_name,
+            node_labels=labels,
+            inventory=self._state.inventory(),
+            managed=self._managed,
+        )
+        for warning in outcome.warnings:
+            log.warning("%s", warning)
+        for name, why in sorted(outcome.blocked.items()):
+            log.warning("device %s withheld: %s", name, why)
+        if self._state.update_policy_devices(outcome.eligible):
+            log.info(
+                "advertised devices changed: %d eligible, %d blocked",
+                len(outcome.eligible),
+                len(outcome.blocked),
+            )
+        # Publish even when membership did not change: the slices may have been deleted or edited.
+        self.last_slices = self._publisher.publish(self._state.advertised())
+        self.last_outcome = outcome
+        self.reconciles += 1
+
+    def run(self, stop: threading.Event) -> None:
+        self._trigger.set()
+        while not stop.is_set():
+            if not self._trigger.wait(0.5):
+                continue
+            self._trigger.clear()
+            try:
+                self.reconcile()
+            except Exception:
+                log.exception("policy reconcile failed; retrying")
+                stop.wait(1.0)
+                self._trigger.set()
+
+
+def start_threads(
+    stop: threading.Event,
+    controller: PolicyController,
+    sources: Sequence[tuple[str, Callable[..., Any], Mapping[str, Any]]],
+    watch: Callable[[str, Callable[..., Any], Mapping[str, Any], Callable[[], None], threading.Event], None],
+) -> list[threading.Thread]:
+    threads = [threading.Thread(target=controller.run, args=(stop,), name="policy-reconcile", daemon=True)]
+    threads += [
+        threading.Thread(
+            target=watch, args=(what, fn, kw, controller.trigger, stop), name=f"watch-{what}", daemon=True
+        )
+        for what, fn, kw in sources
+    ]
+    for t in threads:
+        t.start()
+    return threads

@@ -1,0 +1,48 @@
+"""Node-agent settings from flags and environment, with upstream's names and defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from sriov_contract.errors import ReasonedError
+
+STANDALONE = "STANDALONE"
+MULTUS = "MULTUS"
+
+
+class ConfigError(ReasonedError):
+    """The agent was started with settings that cannot work together."""
+
+
+@dataclass(frozen=True)
+class Config:
+    node_name: str
+    namespace: str = "dra-driver-sriov"
+    cdi_root: Path = Path("/var/run/cdi")
+    registrar_dir: Path = Path("/var/lib/kubelet/plugins_registry")
+    plugins_dir: Path = Path("/var/lib/kubelet/plugins")
+    sysfs_root: Path = Path("/sys")
+    configuration_mode: str = STANDALONE
+    multus_auto_attach: bool = False
+    healthcheck_port: int = -1
+    kubeconfig: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.node_name:
+            raise ConfigError(
+                "MissingNodeName", "set --node-name or NODE_NAME to the node this agent manages"
+            )
+        mode = (self.configuration_mode or STANDALONE).upper()
+        if mode not in (STANDALONE, MULTUS):
+            raise ConfigError(
+                "InvalidConfigurationMode",
+                f"CONFIGURATION_MODE {self.configuration_mode!r} is not STANDALONE or MULTUS",
+            )
+        object.__setattr__(self, "configuration_mode", mode)
+        if self.multus_auto_attach and mode != MULTUS:
+            raise ConfigError(
+                "AutoAttachRequiresMultus",
+                f"--multus-auto-attach / MULTUS_AUTO_ATTACH is only valid with CONFIGURATION_MODE=MULTUS "
+                f"(got {mode}); set the mode to MULTUS or turn auto-attach off",
+            )
