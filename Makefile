@@ -60,10 +60,10 @@ fuzz: venv gen
 	@HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest tests -k fuzz
 
 testbed-up: venv tools
-	@$(PY) scripts/testbed.py up
+	@scripts/testbed up
 
 testbed-down: venv
-	@$(PY) scripts/testbed.py down
+	@scripts/testbed down
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build *.egg-info
