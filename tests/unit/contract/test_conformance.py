@@ -135,3 +135,18 @@ def test_go_checker_fails_on_a_changed_canonical_byte(fixture_copy: Path) -> Non
     result = subprocess.run(["go", "test", "./..."], cwd=GO_CHECKER, capture_output=True, text=True, env=env)
     assert result.returncode != 0
     assert "identity-unicode.json" in result.stdout
+
+
+def test_readme_counts_and_worked_example_match_the_vectors() -> None:
+    readme = (FIXTURES / "README.md").read_text()
+    report = check_fixtures(FIXTURES)
+    rows = {}
+    for line in readme.split("### Counts", 1)[1].split("\n## ", 1)[0].splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 3 and cells[1].isdigit():
+            rows[cells[0].split(" (")[0]] = (int(cells[1]), int(cells[2]))
+    assert rows == {c: (report.valid[c], report.invalid[c]) for c in report.valid + report.invalid}
+    basic = json.loads((FIXTURES / "v1" / "valid" / "identity-basic.json").read_text())
+    canonical = bytes.fromhex(basic["expect"]["canonicalHex"]).decode()
+    assert f"```\n{canonical}```" in readme
+    assert basic["expect"]["attachmentID"] in readme and basic["expect"]["shadowName"] in readme
