@@ -1,7 +1,8 @@
 """CNI fixtures: a plugin bin dir, network namespaces, the two-rail fake node and plugin runners.
 
-Fixtures: ``cni_bin_dir`` (session), ``netns`` (factory), ``fake_node`` (two-rail, per test),
-``cni_data_dir`` (per test). Helpers: :func:`run_cni`, :func:`run_cnitool`, :func:`make_cni_bin_dir`.
+Fixtures: ``cni_bin_dir`` and ``cnitool`` (session), ``netns`` (factory), ``fake_node`` (two-rail,
+per test), ``cni_data_dir`` (per test). Helpers: :func:`run_cni`, :func:`run_cnitool`,
+:func:`make_cni_bin_dir`, :func:`load_two_rail`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import pytest
 import yaml
 
 from tests.bed.fakenode import FakeNode
+from tests.bed.sriov_topology import VfRecord
+from tests.bed.tools import ToolSet
 
 REPO = Path(__file__).resolve().parents[2]
 TWO_RAIL = REPO / "fixtures/topologies/two-rail.yaml"
@@ -27,30 +30,16 @@ GO_PLUGINS = ("host-local", "static", "tuning", "host-device", "ptp", "loopback"
 PY_PLUGINS = {"sriov": "plugins.sriov.__main__", "recorder": "plugins.recorder", "faulty": "plugins.faulty"}
 
 
-def tool_dir(component: str) -> Path | None:
-    """The built tool directory for ``component``, or None when it is not (yet) built."""
-    out = subprocess.run(
-        [str(REPO / "scripts/build-tools"), "--print-dir", component],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout
-    for line in out.splitlines():
-        name, _, path = line.partition("=")
-        if name == component and (Path(path) / ".complete").exists():
-            return Path(path)
-    return None
-
-
-def make_cni_bin_dir(dest: Path) -> Path:
-    """Fill ``dest`` with the Go plugins (symlinks) and wrappers for our Python test plugins."""
+def make_cni_bin_dir(dest: Path, tools: ToolSet | None = None) -> Path:
+    """Fill ``dest`` with the Go plugins that are built (symlinks) and our Python test plugins."""
+    tools = tools or ToolSet()
     dest.mkdir(parents=True, exist_ok=True)
     for component, names in (("plugins", GO_PLUGINS), ("whereabouts", ("whereabouts",))):
-        directory = tool_dir(component)
+        status = tools.status(component)
         for name in names:
-            if directory is not None and (directory / name).exists():
+            if status.usable and (status.directory / name).exists():
                 (dest / name).unlink(missing_ok=True)
-                (dest / name).symlink_to(directory / name)
+                (dest / name).symlink_to(status.directory / name)
     for name, module in PY_PLUGINS.items():
         wrapper = dest / name
         wrapper.write_text(f"#!{sys.executable}\nfrom {module} import main\n\nmain()\n")
@@ -59,8 +48,15 @@ def make_cni_bin_dir(dest: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def cni_bin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_cni_bin_dir(tmp_path_factory.mktemp("cni-bin"))
+def cni_bin_dir(tmp_path_factory: pytest.TempPathFactory, tool_dirs: ToolSet) -> Path:
+    """Go plugins (those built) plus ``sriov``, ``recorder`` and ``faulty``; use as CNI_PATH."""
+    return make_cni_bin_dir(tmp_path_factory.mktemp("cni-bin"), tool_dirs)
+
+
+@pytest.fixture(scope="session")
+def cnitool(tool_dirs: ToolSet) -> Path:
+    """The real cnitool binary (skips, naming the reason, when it is not built)."""
+    return tool_dirs.binary("cnitool", "cnitool")
 
 
 @pytest.fixture
@@ -100,6 +96,29 @@ def fake_node(tmp_path: Path) -> Iterator[FakeNode]:
         yield node
     finally:
         node.down()
+
+
+def ns_links(netns_path: str) -> dict[str, Any]:
+    """Links (with ``addr_info``) inside a named netns, keyed by name, as ``ip -j addr`` shows them."""
+    name = netns_path.rsplit("/", 1)[1]
+    out = subprocess.run(["ip", "-n", name, "-j", "addr"], capture_output=True, text=True, check=True)
+    return {link["ifname"]: link for link in json.loads(out.stdout)}
+
+
+def ipv4_addresses(link: Mapping[str, Any]) -> list[str]:
+    return [f"{a['local']}/{a['prefixlen']}" for a in link.get("addr_info", []) if a["family"] == "inet"]
+
+
+def host_link(name: str) -> dict[str, Any] | None:
+    out = subprocess.run(["ip", "-j", "link", "show", name], capture_output=True, text=True, check=False)
+    return json.loads(out.stdout)[0] if out.returncode == 0 else None
+
+
+def assert_vf_home(vf: VfRecord) -> None:
+    """The VF is back in the host netns under its original name and MAC."""
+    link = host_link(vf.netdev)
+    assert link is not None, f"{vf.netdev} is not back in the host netns"
+    assert link["address"] == vf.mac, f"{vf.netdev} came back with MAC {link['address']}, not {vf.mac}"
 
 
 @dataclass(frozen=True)
@@ -145,6 +164,7 @@ def run_cni(
 
 
 def run_cnitool(
+    cnitool: Path,
     args: list[str],
     *,
     net_dir: Path,
@@ -152,12 +172,66 @@ def run_cnitool(
     env: Mapping[str, str] | None = None,
     timeout: float = 60,
 ) -> CniRun:
-    """Run the real cnitool (``add|del|check <net> <netns path>``) against configs in ``net_dir``."""
-    directory = tool_dir("cnitool")
-    if directory is None:
-        pytest.skip("cnitool is not built (scripts/build-tools cnitool)")
+    """Run cnitool (``add|del|check <net> <netns path>``) against the configs in ``net_dir``."""
     full_env = {**os.environ, **(env or {}), "NETCONFPATH": str(net_dir), "CNI_PATH": str(bin_dir)}
     proc = subprocess.run(
-        [str(directory / "cnitool"), *args], env=full_env, capture_output=True, timeout=timeout, check=False
+        [str(cnitool), *args], env=full_env, capture_output=True, timeout=timeout, check=False
     )
     return CniRun(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
+
+
+WHEREABOUTS_CRDS = (
+    "whereabouts.cni.cncf.io_ippools.yaml",
+    "whereabouts.cni.cncf.io_overlappingrangeipreservations.yaml",
+)
+
+
+@dataclass(frozen=True)
+class Whereabouts:
+    """Real whereabouts wired to the test bed: CRDs installed, flat config file written."""
+
+    kubeconfig: Path
+    config_file: Path
+    namespace: str = "kube-system"
+
+    def ipam(self, network_name: str, cidr: str, **extra: Any) -> dict[str, Any]:
+        """An ``ipam`` block for one rail; ``network_name`` keeps runs from sharing IPPools."""
+        return {
+            "type": "whereabouts",
+            "range": cidr,
+            "network_name": network_name,
+            "configuration_path": str(self.config_file),
+            "kubernetes": {"kubeconfig": str(self.kubeconfig)},
+            **extra,
+        }
+
+    def pool_name(self, network_name: str, cidr: str) -> str:
+        return f"{network_name}-{cidr.replace(':', '-').replace('/', '-')}"
+
+
+@pytest.fixture(scope="session")
+def whereabouts(testbed: Any, tool_dirs: ToolSet, tmp_path_factory: pytest.TempPathFactory) -> Whereabouts:
+    """Install whereabouts' CRDs on the bed (idempotent) and point whereabouts at its kubeconfig."""
+    from kubernetes import client  # noqa: PLC0415 - keep the Kubernetes client out of unit runs
+
+    from tests.bed.waiting import wait_for  # noqa: PLC0415
+
+    crd_dir = tool_dirs.require("whereabouts") / "crds"
+    objects = [yaml.safe_load((crd_dir / name).read_text()) for name in WHEREABOUTS_CRDS]
+    testbed.apply(objects)
+    ext = client.ApiextensionsV1Api(testbed.api_client)
+
+    def established() -> bool:
+        for obj in objects:
+            status = ext.read_custom_resource_definition(obj["metadata"]["name"]).status
+            conditions = (status.conditions if status else None) or []
+            if not any(c.type == "Established" and c.status == "True" for c in conditions):
+                return False
+        return True
+
+    wait_for(established, 30.0, what="whereabouts CRDs to be Established")
+    config = tmp_path_factory.mktemp("whereabouts") / "whereabouts.conf"
+    config.write_text(
+        json.dumps({"datastore": "kubernetes", "kubernetes": {"kubeconfig": str(testbed.kubeconfig)}})
+    )
+    return Whereabouts(Path(testbed.kubeconfig), config)

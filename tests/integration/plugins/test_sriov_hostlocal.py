@@ -6,29 +6,13 @@ import subprocess
 
 import pytest
 
-from tests.support.cni import run_cni
+from tests.support.cni import assert_vf_home, host_link, ipv4_addresses, ns_links, run_cni, run_cnitool
 
 pytestmark = pytest.mark.netns
 
 
 def ns_name(path):
     return path.rsplit("/", 1)[1]
-
-
-def ns_links(path):
-    out = subprocess.run(
-        ["ip", "-n", ns_name(path), "-j", "addr"], capture_output=True, text=True, check=True
-    )
-    return {link["ifname"]: link for link in json.loads(out.stdout)}
-
-
-def host_link(name):
-    out = subprocess.run(["ip", "-j", "link", "show", name], capture_output=True, text=True)
-    return json.loads(out.stdout)[0] if out.returncode == 0 else None
-
-
-def v4(link):
-    return [f"{a['local']}/{a['prefixlen']}" for a in link.get("addr_info", []) if a["family"] == "inet"]
 
 
 def sriov_conf(vf, ipam_dir, data_dir, name=None, **extra):
@@ -46,12 +30,6 @@ def sriov_conf(vf, ipam_dir, data_dir, name=None, **extra):
 def leases(ipam_dir, network):
     d = ipam_dir / network
     return sorted(p.name for p in d.iterdir() if p.name[0].isdigit()) if d.exists() else []
-
-
-def assert_vf_home(vf):
-    link = host_link(vf.netdev)
-    assert link is not None, f"{vf.netdev} is not back in the host netns"
-    assert link["address"] == vf.mac
 
 
 @pytest.fixture
@@ -81,7 +59,7 @@ def test_add_gives_rail_address_and_del_returns_vf_and_frees_lease(
     add = call("ADD", conf, ns)
     assert add.returncode == 0, add.stdout + add.stderr
     inside = ns_links(ns)["net1"]
-    (address,) = v4(inside)
+    (address,) = ipv4_addresses(inside)
     assert ipaddress.ip_interface(address).network == ipaddress.ip_network(vf.subnet)
     assert inside["address"] == "02:11:22:33:44:55" and "UP" in inside["flags"]
     assert host_link(vf.netdev) is None
@@ -111,8 +89,12 @@ def test_two_vfs_of_two_rails_in_one_netns_use_their_own_subnets(
     assert call("ADD", conf_a, ns, ifname="net1").returncode == 0
     assert call("ADD", conf_b, ns, ifname="net2").returncode == 0
     links = ns_links(ns)
-    assert ipaddress.ip_interface(v4(links["net1"])[0]).network == ipaddress.ip_network("192.0.2.0/24")
-    assert ipaddress.ip_interface(v4(links["net2"])[0]).network == ipaddress.ip_network("198.51.100.0/24")
+    assert ipaddress.ip_interface(ipv4_addresses(links["net1"])[0]).network == ipaddress.ip_network(
+        "192.0.2.0/24"
+    )
+    assert ipaddress.ip_interface(ipv4_addresses(links["net2"])[0]).network == ipaddress.ip_network(
+        "198.51.100.0/24"
+    )
     assert call("DEL", conf_b, ns, ifname="net2").returncode == 0
     assert call("DEL", conf_a, ns, ifname="net1").returncode == 0
     assert_vf_home(a)
@@ -205,3 +187,25 @@ def test_del_after_netns_is_gone_still_releases_ipam(call, fake_node, netns, tmp
     assert delete.returncode == 0, delete.stdout
     assert leases(ipam_dir, vf.rail) == []
     assert not (cni_data_dir / "c1-net1").exists()
+
+
+def test_cnitool_runs_sriov_chained_with_tuning(
+    cnitool, cni_bin_dir, fake_node, netns, tmp_path, cni_data_dir
+):
+    ns, ipam_dir, net_dir = netns(), tmp_path / "ipam", tmp_path / "net.d"
+    net_dir.mkdir()
+    vf = fake_node.rail_vfs("rail-b")[2]
+    sriov = sriov_conf(vf, ipam_dir, cni_data_dir)
+    del sriov["cniVersion"], sriov["name"]
+    conflist = {"cniVersion": "1.0.0", "name": "rail-b", "plugins": [sriov, {"type": "tuning", "mtu": 1400}]}
+    (net_dir / "10-rail-b.conflist").write_text(json.dumps(conflist))
+    env = fake_node.env() | {"CNI_IFNAME": "net7"}
+    add = run_cnitool(cnitool, ["add", "rail-b", ns], net_dir=net_dir, bin_dir=cni_bin_dir, env=env)
+    assert add.returncode == 0, add.stdout + add.stderr
+    inside = ns_links(ns)["net7"]
+    assert inside["mtu"] == 1400
+    assert ipaddress.ip_interface(ipv4_addresses(inside)[0]).network == ipaddress.ip_network(vf.subnet)
+    delete = run_cnitool(cnitool, ["del", "rail-b", ns], net_dir=net_dir, bin_dir=cni_bin_dir, env=env)
+    assert delete.returncode == 0, delete.stdout + delete.stderr
+    assert_vf_home(vf)
+    assert leases(ipam_dir, "rail-b") == []
