@@ -331,7 +331,7 @@ def _add(ctx: _Ctx) -> Json:
         try:
             result = runner.add(net, d.cni_version, _attachment(ctx, the_plan, d, adding=True))
         except CniError as exc:
-            _rollback(ctx, runner, the_plan, idx)
+            _rollback(ctx, the_plan, idx)
             raise CniError(
                 exc.reason,
                 f'[{ctx.pod_args.label()}:{net.name}]: error adding container to network "{net.name}": {exc.message}',
@@ -348,13 +348,25 @@ def _add(ctx: _Ctx) -> Json:
     return results.convert(master_result, ctx.version)
 
 
-def _rollback(ctx: _Ctx, runner: Runner, p: plan.Plan, failed: int) -> None:
-    """Undo delegates failed..0 in reverse (the failing one included); their errors are only logged."""
-    for d in reversed(p.delegates[: failed + 1]):
-        try:
-            runner.delete(parse_network(d.conf, d.name), d.cni_version, _attachment(ctx, p, d, adding=False))
-        except CniError as exc:
-            ctx.log.error(f"{ctx.prefix()}rollback of delegate {d.name} failed: {exc}")
+def _rollback(ctx: _Ctx, p: plan.Plan, failed: int) -> None:
+    """Undo delegates failed..0 in reverse (the failing one included); their errors are only logged.
+
+    The cache then keeps only what is still attached, so the runtime's DEL after a failed ADD
+    does not repeat a teardown that non-idempotent plugins (host-device) would refuse.
+    """
+    attempted = replace(p, delegates=p.delegates[: failed + 1])
+    failures = _delete_plan(ctx, attempted)
+    for d, exc in failures:
+        ctx.log.error(f"{ctx.prefix()}rollback of delegate {d.name} failed: {exc}")
+    # The delegate whose ADD failed may refuse a DEL of what it never made; only retain the
+    # ones that were attached and could not be detached.
+    attached = [(d, exc) for d, exc in failures if d is not p.delegates[failed]]
+    ctx.store.save_plan(p.container_id, _remaining(p, attached).to_bytes())
+
+
+def _remaining(p: plan.Plan, failures: Sequence[tuple[plan.PlannedDelegate, CniError]]) -> plan.Plan:
+    failed = {id(d) for d, _ in failures}
+    return replace(p, delegates=tuple(d for d in p.delegates if id(d) in failed))
 
 
 def _write_network_status(ctx: _Ctx, kube: KubeApi, entries: list[Json]) -> None:
@@ -396,7 +408,8 @@ def _load_plan(ctx: _Ctx, container_id: str) -> plan.Plan | None:
     return None if data is None else plan.from_bytes(data, f"{ctx.conf.cni_dir}/{container_id}")
 
 
-def _delete_plan(ctx: _Ctx, p: plan.Plan) -> list[CniError]:
+def _delete_plan(ctx: _Ctx, p: plan.Plan) -> list[tuple[plan.PlannedDelegate, CniError]]:
+    """DEL every delegate, last first, carrying on past failures (Multus delPlugins)."""
     runner = Runner(ctx.svc.executor, ctx.store)
     failures = []
     for d in reversed(p.delegates):
@@ -404,7 +417,7 @@ def _delete_plan(ctx: _Ctx, p: plan.Plan) -> list[CniError]:
         try:
             runner.delete(net, d.cni_version, _attachment(ctx, p, d, adding=False))
         except CniError as exc:
-            failures.append(exc)
+            failures.append((d, exc))
     return failures
 
 
@@ -431,12 +444,15 @@ def _delete(ctx: _Ctx) -> None:
     keep = (
         ctx.conf.retry_delete_on_error
         and failures
-        and not any("no such file or directory" in f.message for f in failures)
+        and not any("no such file or directory" in exc.message for _, exc in failures)
     )
-    if not keep:
+    if keep:
+        # Only the delegates that failed need the retry; the others are already gone.
+        ctx.store.save_plan(cid, _remaining(cached, failures).to_bytes())
+    else:
         ctx.store.remove_plan(cid)
     if failures:
-        raise _combined(failures)
+        raise _combined([exc for _, exc in failures])
 
 
 def _delete_without_cache(ctx: _Ctx) -> None:
@@ -460,7 +476,7 @@ def _delete_without_cache(ctx: _Ctx) -> None:
     candidates = _pod_candidates(ctx, kube, pod, _base_candidates(ctx, kube, pod), guarded=False)
     failures = _delete_plan(ctx, _plan(ctx, candidates, probe=False))
     if failures:
-        raise _combined(failures)
+        raise _combined([exc for _, exc in failures])
 
 
 def _check(ctx: _Ctx) -> None:
@@ -533,7 +549,8 @@ def _gc(ctx: _Ctx) -> None:
         ctx.log.verbose(f"GC: deleting stale attachment {cached.container_id}/{cached.ifname}")
         errs = _delete_plan(ctx, cached)
         if errs:
-            failures.extend(errs)
+            failures.extend(exc for _, exc in errs)
+            ctx.store.save_plan(cid, _remaining(cached, errs).to_bytes())
         else:
             ctx.store.remove_plan(cid)
     runner = Runner(ctx.svc.executor, ctx.store)

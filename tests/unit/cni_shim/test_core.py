@@ -59,6 +59,22 @@ def test_failed_add_rolls_back_in_reverse_including_the_failing_delegate(shim):
         ("plug-a", "DEL", "net1"),
         ("ptp", "DEL", "eth0"),
     ]
+    # everything is detached: the cache stays but the runtime's DEL has nothing left to repeat
+    assert shim.plan_doc()["delegates"] == []
+    shim.executor.calls.clear()
+    assert shim.run("DEL", shim.conf()).status == 0
+    assert shim.executor.calls == []
+    assert shim.plan_doc() is None
+
+
+def test_rollback_keeps_attached_delegates_whose_del_failed(shim):
+    shim.kube.add_pod("ns1", "pod1", "uid-1", {NETWORKS: "net-a"})
+    shim.kube.add_nad("ns1", "net-a", _nad_conf("a", "plug-a"))
+    shim.executor.failures[("plug-a", "ADD")] = CniError("DelegateFailed", "boom", 999)
+    shim.executor.failures[("plug-a", "DEL")] = CniError("DelegateFailed", "nothing to delete", 999)
+    shim.executor.failures[("ptp", "DEL")] = CniError("DelegateFailed", "busy", 11)
+    assert shim.run("ADD", shim.conf()).status == 1
+    assert [d["name"] for d in shim.plan_doc()["delegates"]] == ["cluster"]
 
 
 def test_del_uses_the_cache_in_reverse_and_reads_nothing(shim):

@@ -1,0 +1,242 @@
+"""cni-shim as a real executable under cnitool, with real Go plugins in real network namespaces.
+
+No API server here: the shim runs in Multus's delegates mode. The live-API path is covered by
+test_live_api.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support.cni import run_cni, run_cnitool
+
+pytestmark = pytest.mark.netns
+
+SHIM = Path(os.environ.get("VIRTUAL_ENV", Path(__file__).resolve().parents[3] / ".venv")) / "bin" / "cni-shim"
+
+
+@pytest.fixture
+def shim_bin(tmp_path: Path, cni_bin_dir: Path) -> Path:
+    """The plugin dir plus the shim installed under Multus's file name (drop-in)."""
+    out = tmp_path / "bin"
+    out.mkdir()
+    for entry in cni_bin_dir.iterdir():
+        (out / entry.name).symlink_to(entry)
+    (out / "multus").symlink_to(SHIM)
+    return out
+
+
+def _ip(netns: str, *args: str) -> str:
+    return subprocess.run(
+        ["ip", "-n", Path(netns).name, *args], capture_output=True, text=True, check=False
+    ).stdout
+
+
+@pytest.fixture
+def veth():
+    """A host veth pair whose first end host-device can move into a Pod netns."""
+    name = f"hd{secrets.token_hex(3)}"
+    subprocess.run(["ip", "link", "add", name, "type", "veth", "peer", "name", f"{name}p"], check=True)
+    yield name
+    subprocess.run(["ip", "link", "del", name], check=False, capture_output=True)
+    subprocess.run(["ip", "link", "del", f"{name}p"], check=False, capture_output=True)
+
+
+def _shim_conflist(tmp_path: Path, delegates: list[dict], version: str = "1.1.0") -> Path:
+    net_dir = tmp_path / "net.d"
+    net_dir.mkdir(exist_ok=True)
+    conf = {
+        "cniVersion": version,
+        "name": "shimnet",
+        "plugins": [
+            {
+                "type": "multus",
+                "capabilities": {"mac": True},
+                "cniDir": str(tmp_path / "cache"),
+                "binDir": "",
+                "confDir": str(tmp_path / "confdir"),
+                "delegates": delegates,
+            }
+        ],
+    }
+    (net_dir / "10-shim.conflist").write_text(json.dumps(conf))
+    return net_dir
+
+
+def _cluster(tmp_path: Path) -> dict:
+    return {
+        "cniVersion": "1.0.0",
+        "name": "podnet",
+        "plugins": [
+            {
+                "type": "ptp",
+                "ipam": {"type": "host-local", "subnet": "10.77.0.0/24", "dataDir": str(tmp_path / "ipam")},
+            },
+            {
+                "type": "tuning",
+                "capabilities": {"mac": True},
+                "sysctl": {"net.ipv4.conf.all.log_martians": "1"},
+            },
+        ],
+    }
+
+
+def test_cnitool_add_check_status_gc_del_with_real_plugins(tmp_path, shim_bin, netns, veth, cnitool):
+    ns = netns()
+    side = {
+        "cniVersion": "1.0.0",
+        "name": "sidenet",
+        "type": "host-device",
+        "device": veth,
+        "ipam": {"type": "static", "addresses": [{"address": "192.0.2.10/24"}]},
+    }
+    net_dir = _shim_conflist(tmp_path, [_cluster(tmp_path), side])
+    mac = "02:aa:bb:cc:dd:ee"
+    env = {"CAP_ARGS": json.dumps({"mac": mac})}
+    add = run_cnitool(cnitool, ["add", "shimnet", ns], net_dir=net_dir, bin_dir=shim_bin, env=env)
+    assert add.returncode == 0, add.stderr
+    result = add.json
+    assert result["cniVersion"] == "1.1.0"
+    assert [i["name"] for i in result["interfaces"] if i.get("sandbox")] == ["eth0"]
+    assert f"link/ether {mac}" in _ip(ns, "link", "show", "eth0")
+    assert "10.77.0." in _ip(ns, "addr", "show", "eth0")
+    assert "192.0.2.10/24" in _ip(ns, "addr", "show", "net1")
+    assert sorted(os.listdir(tmp_path / "cache" / "results")) == [
+        f"podnet-{cid}-eth0" for cid in [p.name for p in (tmp_path / "cache").iterdir() if p.is_file()]
+    ] + [f"sidenet-{p.name}-net1" for p in (tmp_path / "cache").iterdir() if p.is_file()]
+
+    check = run_cnitool(cnitool, ["check", "shimnet", ns], net_dir=net_dir, bin_dir=shim_bin, env=env)
+    assert check.returncode == 0, check.stderr
+    status = run_cnitool(cnitool, ["status", "shimnet", ns], net_dir=net_dir, bin_dir=shim_bin)
+    assert status.returncode == 0, status.stderr
+
+    # cnitool gc passes no valid attachments: every cached attachment of the network is deleted
+    gc = run_cnitool(cnitool, ["gc", "shimnet", ns], net_dir=net_dir, bin_dir=shim_bin)
+    assert gc.returncode == 0, gc.stderr
+    assert "eth0" not in _ip(ns, "link")
+    assert "net1" not in _ip(ns, "link")
+    assert os.listdir(tmp_path / "ipam" / "podnet") == ["last_reserved_ip.0", "lock"] or not any(
+        f.startswith("10.") for f in os.listdir(tmp_path / "ipam" / "podnet")
+    )
+    # host-device gave the veth back to the host
+    assert subprocess.run(["ip", "link", "show", veth], capture_output=True, check=False).returncode == 0
+
+    again = run_cnitool(cnitool, ["add", "shimnet", ns], net_dir=net_dir, bin_dir=shim_bin, env=env)
+    assert again.returncode == 0, again.stderr
+    for _ in range(2):  # DEL is idempotent: the second one finds no cache and succeeds
+        rm = run_cnitool(cnitool, ["del", "shimnet", ns], net_dir=net_dir, bin_dir=shim_bin, env=env)
+        assert rm.returncode == 0, rm.stderr
+    assert "eth0" not in _ip(ns, "link")
+    assert not [p for p in (tmp_path / "cache").iterdir() if p.is_file()]
+    assert not any(f.startswith("10.") for f in os.listdir(tmp_path / "ipam" / "podnet"))
+
+
+def test_failed_add_rolls_back_real_plugins(tmp_path, shim_bin, netns, cnitool):
+    ns = netns()
+    broken = {"cniVersion": "1.0.0", "name": "broken", "type": "host-device", "device": "does-not-exist0"}
+    net_dir = _shim_conflist(tmp_path, [_cluster(tmp_path), broken])
+    add = run_cnitool(cnitool, ["add", "shimnet", ns], net_dir=net_dir, bin_dir=shim_bin)
+    assert add.returncode != 0
+    assert 'error adding container to network "broken"' in add.stderr
+    assert "eth0" not in _ip(ns, "link")
+    assert not any(f.startswith("10.") for f in os.listdir(tmp_path / "ipam" / "podnet"))
+    # the delegate cache stays for the runtime's DEL, which then succeeds
+    rm = run_cnitool(cnitool, ["del", "shimnet", ns], net_dir=net_dir, bin_dir=shim_bin)
+    assert rm.returncode == 0, rm.stderr
+
+
+def test_recorder_sees_sorted_stdin_per_delegate_env_and_reverse_del(tmp_path, shim_bin, netns):
+    ns = netns()
+    log = tmp_path / "calls.jsonl"
+    delegates = [
+        {
+            "cniVersion": "1.0.0",
+            "name": "first",
+            "type": "recorder",
+            "logFile": str(log),
+            "capabilities": {"mac": True},
+        },
+        {
+            "cniVersion": "0.4.0",
+            "name": "second",
+            "type": "recorder",
+            "logFile": str(log),
+            "zeta": 1,
+            "alpha": 12345678901234567890,
+        },
+    ]
+    conf = {
+        "cniVersion": "1.0.0",
+        "name": "shimnet",
+        "type": "multus",
+        "cniDir": str(tmp_path / "cache"),
+        "binDir": str(shim_bin),
+        "runtimeConfig": {"mac": "02:00:00:00:00:aa", "io.kubernetes.cri.pod-annotations": {"a": "b"}},
+        "delegates": delegates,
+    }
+    args = "IgnoreUnknown=1;K8S_POD_NAMESPACE=ns;K8S_POD_NAME=p;K8S_POD_INFRA_CONTAINER_ID=sb;K8S_POD_UID=u1"
+    add = run_cni(
+        "multus", "ADD", conf, bin_dir=shim_bin, container_id="rec1", netns=ns, ifname="eth0", cni_args=args
+    )
+    assert add.returncode == 0, add.stdout + add.stderr
+    rm = run_cni(
+        "multus", "DEL", conf, bin_dir=shim_bin, container_id="rec1", netns=ns, ifname="eth0", cni_args=args
+    )
+    assert rm.returncode == 0, rm.stdout
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(c["command"], c["env"]["CNI_IFNAME"], c["stdin"]["name"]) for c in calls] == [
+        ("ADD", "eth0", "first"),
+        ("ADD", "net1", "second"),
+        ("DEL", "net1", "second"),
+        ("DEL", "eth0", "first"),
+    ]
+    first_add, second_add = calls[0], calls[1]
+    assert first_add["stdin"]["runtimeConfig"] == {"mac": "02:00:00:00:00:aa"}
+    assert "runtimeConfig" not in second_add["stdin"]
+    assert second_add["stdin"]["cniVersion"] == "0.4.0"
+    assert second_add["env"]["CNI_ARGS"] == (
+        "IgnoreUnknown=true;K8S_POD_NAMESPACE=ns;K8S_POD_NAME=p;K8S_POD_INFRA_CONTAINER_ID=sb;K8S_POD_UID=u1"
+    )
+    assert second_add["env"]["CNI_CONTAINERID"] == "rec1" and second_add["env"]["CNI_NETNS"] == ns
+    assert second_add["env"]["CNI_PATH"].split(":")[0] == str(shim_bin)
+    assert calls[2]["stdin"]["prevResult"]["cniVersion"] == "0.4.0"
+    assert calls[3]["stdin"]["prevResult"]["interfaces"][0]["name"] == "eth0"
+
+
+def test_recorder_stdin_bytes_are_sorted_and_lossless(tmp_path, shim_bin, netns):
+    """The recorder decodes stdin; here a tiny delegate keeps the raw bytes to check them exactly."""
+    dump = tmp_path / "stdin.bin"
+    script = shim_bin / "rawdump"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'[ "$CNI_COMMAND" = VERSION ] && {{ echo \'{{"cniVersion":"1.0.0","supportedVersions":["1.0.0"]}}\'; exit 0; }}\n'
+        f'cat > {dump}; echo \'{{"cniVersion":"1.0.0"}}\'\n'
+    )
+    script.chmod(0o755)
+    conf = {
+        "cniVersion": "1.0.0",
+        "name": "shimnet",
+        "type": "multus",
+        "cniDir": str(tmp_path / "cache"),
+        "binDir": str(shim_bin),
+        "delegates": [
+            {
+                "cniVersion": "1.0.0",
+                "name": "raw",
+                "type": "rawdump",
+                "z": {"b": 1, "a": 2},
+                "big": 12345678901234567890,
+            }
+        ],
+    }
+    add = run_cni("multus", "ADD", conf, bin_dir=shim_bin, container_id="raw1", netns=netns(), ifname="eth0")
+    assert add.returncode == 0, add.stdout
+    assert dump.read_bytes() == (
+        b'{"big":12345678901234567890,"cniVersion":"1.0.0","name":"raw","type":"rawdump","z":{"a":2,"b":1}}'
+    )
