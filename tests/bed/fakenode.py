@@ -77,30 +77,50 @@ def _choose_prefix() -> str:
     )
 
 
+def _wire_ends(plan: NodePlan) -> list[tuple[str, str, str, str, bool]]:
+    """(bridge, wire peer, host name, MAC, up) for every PF and VF; peer names are stable per plan."""
+    ends = []
+    for pf_no, pf in enumerate(plan.pfs):
+        bridge = f"br{pf_no}"
+        ends.append((bridge, f"p{pf_no}", pf.netdev, pf.mac, True))
+        ends.extend((bridge, f"v{pf_no}x{vf.vf_index}", vf.netdev, vf.mac, False) for vf in pf.vfs)
+    return ends
+
+
+def _add_pair(host: Any, wire: Any, plan: NodePlan, end: tuple[str, str, str, str, bool]) -> None:
+    bridge, peer_name, name, mac, up = end
+    host.link(
+        "add", ifname=name, kind="veth", address=mac, peer={"ifname": peer_name, "net_ns_fd": plan.wire_netns}
+    )
+    peer_index = wire.link_lookup(ifname=peer_name)[0]
+    wire.link("set", index=peer_index, master=wire.link_lookup(ifname=bridge)[0], state="up")
+    if up:
+        host.link("set", index=host.link_lookup(ifname=name)[0], state="up")
+
+
 def _create_links(plan: NodePlan) -> None:
     netns.create(plan.wire_netns)
     with IPRoute() as host, NetNS(plan.wire_netns) as wire:
         wire.link("set", index=1, state="up")
-        peer = 0
-        for pf_no, pf in enumerate(plan.pfs):
-            bridge = f"br{pf_no}"
-            wire.link("add", ifname=bridge, kind="bridge")
-            bridge_index = wire.link_lookup(ifname=bridge)[0]
-            wire.link("set", index=bridge_index, state="up")
-            for name, mac, up in [(pf.netdev, pf.mac, True)] + [(vf.netdev, vf.mac, False) for vf in pf.vfs]:
-                peer += 1
-                peer_name = f"w{peer}"
-                host.link(
-                    "add",
-                    ifname=name,
-                    kind="veth",
-                    address=mac,
-                    peer={"ifname": peer_name, "net_ns_fd": plan.wire_netns},
-                )
-                peer_index = wire.link_lookup(ifname=peer_name)[0]
-                wire.link("set", index=peer_index, master=bridge_index, state="up")
-                if up:
-                    host.link("set", index=host.link_lookup(ifname=name)[0], state="up")
+        for pf_no in range(len(plan.pfs)):
+            wire.link("add", ifname=f"br{pf_no}", kind="bridge")
+            wire.link("set", index=wire.link_lookup(ifname=f"br{pf_no}")[0], state="up")
+        for end in _wire_ends(plan):
+            _add_pair(host, wire, plan, end)
+
+
+def _lost_ends(wire: Any, plan: NodePlan) -> list[tuple[str, str, str, str, bool]]:
+    # A veth pair dies with the namespace its VF end was in (a real VF would fall back to the
+    # host instead); a missing wire peer is exactly a destroyed pair.
+    return [end for end in _wire_ends(plan) if not wire.link_lookup(ifname=end[1])]
+
+
+def _heal_links(plan: NodePlan) -> list[str]:
+    with IPRoute() as host, NetNS(plan.wire_netns) as wire:
+        lost = _lost_ends(wire, plan)
+        for end in lost:
+            _add_pair(host, wire, plan, end)
+    return [end[2] for end in lost]
 
 
 def _delete_links(prefix: str, wire_netns: str) -> None:
@@ -212,6 +232,17 @@ class FakeNode:
     def down(self) -> None:
         teardown(self.sysfs_root)
 
+    def heal(self) -> list[str]:
+        """Bring back, in the host netns with original name and MAC, every PF/VF whose veth pair
+        died with a deleted container netns (a real VF returns to the host). Returns their names.
+        """
+        return _heal_links(self.plan)
+
+    def lost(self) -> list[str]:
+        """PF/VF names whose veth pair is gone (namespace deletion finishes asynchronously)."""
+        with NetNS(self.wire_netns) as wire:
+            return [end[2] for end in _lost_ends(wire, self.plan)]
+
     def status(self) -> dict[str, Any]:
         present = {name for _, name in _host_links(self.prefix)}
         return {
@@ -292,6 +323,14 @@ def up(topology_file: Path, sysfs_root: Path, prefix: str | None) -> None:
 def down(sysfs_root: Path, prefix: str | None) -> None:
     """Remove the node; idempotent."""
     teardown(sysfs_root, prefix)
+
+
+@cli.command()
+@click.option("--sysfs-root", type=click.Path(path_type=Path), required=True)
+def heal(sysfs_root: Path) -> None:
+    """Recreate VFs lost with a deleted container netns; prints their names."""
+    for name in FakeNode.attach(sysfs_root).heal():
+        click.echo(name)
 
 
 @cli.command()

@@ -5,7 +5,8 @@ import sys
 import pytest
 
 from tests.bed.fakenode import STATE_FILE, FakeNode, teardown
-from tests.support.cni import REPO, TWO_RAIL, load_two_rail
+from tests.bed.waiting import wait_for
+from tests.support.cni import REPO, TWO_RAIL, load_two_rail, ns_links
 
 pytestmark = pytest.mark.netns
 
@@ -55,10 +56,7 @@ def test_down_also_destroys_vfs_that_live_in_a_container_netns(tmp_path, netns):
     vf = node.vfs[0]
     subprocess.run(["ip", "link", "set", vf.netdev, "netns", ns.rsplit("/", 1)[1]], check=True)
     node.down()
-    out = subprocess.run(
-        ["ip", "-n", ns.rsplit("/", 1)[1], "-j", "link"], capture_output=True, text=True, check=True
-    )
-    assert [link["ifname"] for link in json.loads(out.stdout)] == ["lo"]
+    wait_for(lambda: list(ns_links(ns)) == ["lo"], 10.0, what=f"{vf.netdev} to vanish from {ns}")
     assert_gone(tmp_path / "sys", node.prefix)
 
 
@@ -119,3 +117,26 @@ def test_bind_switches_driver_link(fake_node):
     fake_node.bind(vf.pci, vf.driver)
     assert fake_node.driver_of(vf.pci) == "mlx5_core"
     assert (fake_node.sysfs_root / "class/net" / vf.netdev).exists()
+
+
+def test_heal_brings_back_a_vf_lost_with_its_netns(fake_node, netns):
+    ns = netns()
+    lost, kept = fake_node.vfs[1], fake_node.vfs[2]
+    moved = fake_node.vfs[3]
+    for vf in (lost, moved):
+        subprocess.run(["ip", "link", "set", vf.netdev, "netns", ns.rsplit("/", 1)[1]], check=True)
+    subprocess.run(["ip", "netns", "del", ns.rsplit("/", 1)[1]], check=True)
+    wait_for(
+        lambda: fake_node.lost() == [lost.netdev, moved.netdev],
+        10.0,
+        what="veth pairs to die with their netns",
+    )
+    assert fake_node.heal() == [lost.netdev, moved.netdev]
+    for vf in (lost, kept, moved):
+        shown = json.loads(
+            subprocess.run(
+                ["ip", "-j", "link", "show", vf.netdev], capture_output=True, text=True, check=True
+            ).stdout
+        )
+        assert shown[0]["address"] == vf.mac
+    assert fake_node.heal() == []
