@@ -14,7 +14,7 @@ from kubernetes import config as kube_config
 from sriov_contract.errors import ReasonedError
 from tests.bed import access, kubeconfig, pki, probes, runstate
 from tests.bed.audit import AuditLog
-from tests.bed.processes import peak_rss_kib
+from tests.bed.processes import is_running, peak_rss_kib
 from tests.bed.tools import ToolSet
 
 
@@ -119,10 +119,10 @@ class TestBed:
         )
 
     def peak_rss_kib(self) -> dict[str, int]:
-        """Peak resident memory so far of each control-plane process."""
+        """Peak resident memory so far of each live control-plane process (dead ones are absent)."""
         peaks = {}
         for rec in self.state.processes:
-            kib = peak_rss_kib(rec.pid)
+            kib = peak_rss_kib(rec.pid) if is_running(rec.pid, rec.start_ticks) else None
             if kib is not None:
                 peaks[rec.name] = kib
         return peaks

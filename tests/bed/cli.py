@@ -16,7 +16,6 @@ import click
 from sriov_contract.errors import ReasonedError
 from tests.bed import controlplane, runstate
 from tests.bed.bed import TestBed
-from tests.bed.processes import is_running
 from tests.bed.tools import ToolSet
 
 CLI_RUN_ID = "cli"
@@ -129,8 +128,9 @@ def status(root: Path) -> None:
         click.echo(f"  node:       {st.node_name} (uid {st.node_uid})")
         click.echo(f"  versions:   {', '.join(f'{k} {v}' for k, v in sorted(st.versions.items()))}")
         click.echo(f"  run dir:    {st.run_dir}")
+        peaks = bed.peak_rss_kib()
         for rec in st.processes:
-            alive = "running" if is_running(rec.pid, rec.start_ticks) else "DEAD"
+            alive = f"running, peak RSS {peaks[rec.name] // 1024} MiB" if rec.name in peaks else "DEAD"
             click.echo(f"  {rec.name:<24} pid {rec.pid:<8} {alive}  log {rec.log}")
     others = [s for s in runstate.runs(root) if s.run_id != CLI_RUN_ID]
     for s in others:
