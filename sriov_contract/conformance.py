@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 
 from sriov_contract.binding import parse_binding
 from sriov_contract.errors import ContractError
@@ -79,8 +80,13 @@ def _load_schemas(root: Path) -> dict[str, Draft202012Validator]:
     validators = {}
     for kind in SCHEMA_KINDS:
         path = root / "schema" / f"{kind}.schema.json"
-        schema = json.loads(path.read_text(encoding="utf-8"))
-        Draft202012Validator.check_schema(schema)
+        try:
+            schema = json.loads(path.read_text(encoding="utf-8"))
+            Draft202012Validator.check_schema(schema)
+        except (OSError, ValueError, SchemaError) as exc:
+            raise ContractError(
+                "InvalidSchema", f"{path} is not a readable draft 2020-12 JSON Schema: {exc}", path=str(path)
+            ) from exc
         validators[kind] = Draft202012Validator(schema)
     return validators
 
@@ -89,14 +95,14 @@ def _schema_rejects(validator: Draft202012Validator, text: str) -> bool | None:
     """None when the document is not JSON at all, so no schema can judge it."""
     try:
         doc = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return not validator.is_valid(doc)
 
 
-def _check_vector(path: Path, expect_valid: bool, schemas: dict[str, Draft202012Validator]) -> list[str]:
-    vector = json.loads(path.read_text(encoding="utf-8"))
-    name = f"{path.parent.name}/{path.name}"
+def _check_vector(
+    name: str, vector: dict[str, Any], expect_valid: bool, schemas: dict[str, Draft202012Validator]
+) -> list[str]:
     unknown = set(vector) - VECTOR_FIELDS
     kind = vector.get("kind")
     if unknown or kind not in _OUTCOMES or not isinstance(vector.get("document"), str):
@@ -136,8 +142,17 @@ def check_fixtures(root: Path) -> Report:
     report = Report()
     for sub, expect_valid, counts in (("valid", True, report.valid), ("invalid", False, report.invalid)):
         for path in sorted((root / "v1" / sub).glob("*.json")):
-            report.mismatches += _check_vector(path, expect_valid, schemas)
-            counts[json.loads(path.read_text(encoding="utf-8")).get("category", "?")] += 1
+            name = f"{sub}/{path.name}"
+            try:
+                vector = json.loads(path.read_text(encoding="utf-8"))
+            except (ValueError, OSError) as exc:
+                report.mismatches.append(f"{name}: unreadable vector: {exc}")
+                continue
+            if not isinstance(vector, dict):
+                report.mismatches.append(f"{name}: a vector is a JSON object")
+                continue
+            report.mismatches += _check_vector(name, vector, expect_valid, schemas)
+            counts[str(vector.get("category", "?"))] += 1
     if report.total == 0:
         raise ContractError("NoVectors", f"{root}/v1 holds no vectors; a check of nothing is not a pass")
     return report

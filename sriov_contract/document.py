@@ -8,8 +8,7 @@ then each field's type and value in the document's declared field order.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from typing import Any
+from typing import Any, Final
 
 from sriov_contract import rawjson
 from sriov_contract.errors import ContractError
@@ -17,15 +16,27 @@ from sriov_contract.errors import ContractError
 JSONObject = dict[str, Any]
 
 
-def _walk(value: Any) -> Iterator[Any]:
-    yield value
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield k
-            yield from _walk(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _walk(v)
+# Contract documents nest three levels deep; a hostile annotation must not exhaust the stack or
+# depend on each parser's own recursion limit.
+MAX_DEPTH: Final = 32
+
+
+def _walk(value: Any, what: str) -> list[Any]:
+    """Every value, key and container in document order; too deep a nesting is MalformedJSON."""
+    out: list[Any] = []
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        out.append(item)
+        if not isinstance(item, dict | list):
+            continue
+        if depth > MAX_DEPTH:
+            raise ContractError(
+                "MalformedJSON", f"{what} nests deeper than {MAX_DEPTH} levels", document=what
+            )
+        children = [x for kv in item.items() for x in kv] if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in reversed(children))
+    return out
 
 
 def _has_surrogate(text: str) -> bool:
@@ -36,9 +47,9 @@ def load_object(text: str, what: str) -> JSONObject:
     """Decode `text` as one JSON object, rejecting anything two decoders could read differently."""
     try:
         value = rawjson.loads(text)
-    except rawjson.RawJsonError as exc:
+    except (rawjson.RawJsonError, RecursionError) as exc:
         raise ContractError("MalformedJSON", f"{what} is not valid JSON: {exc}", document=what) from exc
-    walked = list(_walk(value))
+    walked = _walk(value, what)
     if any(isinstance(v, str) and _has_surrogate(v) for v in walked):
         raise ContractError(
             "InvalidEncoding",

@@ -32,11 +32,36 @@ func checkText(doc []byte) error {
 	if !json.Valid(doc) {
 		return fail("MalformedJSON", "document is not one JSON value")
 	}
+	if err := checkDepth(doc); err != nil {
+		return err
+	}
 	if err := checkSurrogates(doc); err != nil {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	return checkDuplicates(dec)
+}
+
+// maxDepth bounds nesting below every parser's own limit (Go allows 10000, Python about 1000).
+const maxDepth = 32
+
+func checkDepth(doc []byte) error {
+	depth, inString := 0, false
+	for i := 0; i < len(doc); i++ {
+		switch c := doc[i]; {
+		case inString && c == '\\':
+			i++
+		case c == '"':
+			inString = !inString
+		case !inString && (c == '{' || c == '['):
+			if depth++; depth > maxDepth {
+				return fail("MalformedJSON", "nested deeper than %d levels", maxDepth)
+			}
+		case !inString && (c == '}' || c == ']'):
+			depth--
+		}
+	}
+	return nil
 }
 
 func hex4(b []byte) (rune, bool) {

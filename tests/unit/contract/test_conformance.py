@@ -150,3 +150,15 @@ def test_readme_counts_and_worked_example_match_the_vectors() -> None:
     canonical = bytes.fromhex(basic["expect"]["canonicalHex"]).decode()
     assert f"```\n{canonical}```" in readme
     assert basic["expect"]["attachmentID"] in readme and basic["expect"]["shadowName"] in readme
+
+
+def test_broken_vector_files_and_schemas_are_reported_not_raised(fixture_copy: Path) -> None:
+    (fixture_copy / "v1" / "valid" / "zz-broken.json").write_text('{"kind": "binding",')
+    code, lines = run_check(str(fixture_copy))
+    assert code == 1
+    assert len(lines) == 1 and lines[0].startswith("valid/zz-broken.json: unreadable vector")
+    (fixture_copy / "schema" / "registry.schema.json").write_text('{"type": 7}')
+    result = CliRunner().invoke(cli, ["contract", "check", str(fixture_copy)])
+    assert result.exit_code == 1
+    assert "InvalidSchema" in result.output
+    assert isinstance(result.exception, SystemExit)  # a clean exit, not an escaped exception

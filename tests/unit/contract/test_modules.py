@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import subprocess
 import sys
 
@@ -83,15 +84,98 @@ def test_field_boundaries_cannot_be_forged_by_embedded_separators() -> None:
     assert a.attachment_id() != b.attachment_id()
 
 
-@given(st.text(min_size=1, max_size=20), st.text(min_size=1, max_size=20))
-def test_distinct_pool_device_pairs_have_distinct_canonical_bytes(pool: str, device: str) -> None:
+def decode_records(data: bytes) -> list[tuple[str, str]]:
+    """An independent reader of the canonical form: if it round-trips, the form is unambiguous."""
+    out = []
+    while data:
+        name, rest = data.split(b":", 1)
+        size, rest = rest.split(b":", 1)
+        value, end, data = rest[: int(size)], rest[int(size) : int(size) + 1], rest[int(size) + 1 :]
+        assert end == b"\n"
+        out.append((name.decode(), value.decode()))
+    return out
+
+
+identity_text = st.text(st.characters(exclude_categories=["Cs"]), min_size=1, max_size=15)
+
+
+@given(driver=identity_text, pool=identity_text, device=identity_text)
+def test_canonical_bytes_decode_back_to_exactly_the_identity(driver: str, pool: str, device: str) -> None:
+    ident = identity(driver=driver, pool=pool, device=device)
+    assert decode_records(ident.canonical_bytes()) == [
+        ("protocolVersion", "1"),
+        ("nodeUID", NODE),
+        ("podUID", POD),
+        ("claimUID", CLAIM),
+        ("driver", driver),
+        ("pool", pool),
+        ("device", device),
+    ]
+
+
+@given(st.text(max_size=300))
+def test_any_text_either_parses_or_raises_a_contract_error(text: str) -> None:
+    for parse in (parse_binding, parse_registry, parse_selection, parse_identity):
+        try:
+            parse(text)
+        except ContractError as exc:
+            assert exc.reason and exc.message
+
+
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+        lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3),
+    )
+)
+def test_any_json_document_either_parses_or_raises_a_contract_error(value: object) -> None:
+    text = json.dumps(value)
+    for parse in (parse_binding, parse_registry, parse_selection, parse_identity):
+        try:
+            parse(text)
+        except ContractError as exc:
+            assert exc.reason and exc.message
+
+
+@given(st.data())
+def test_one_edited_character_of_a_valid_document_parses_or_raises_a_contract_error(
+    data: st.DataObject,
+) -> None:
+    ident = identity()
+    reg = Registry(1, POD, (entry(ident),))
+    for text, parse in ((binding(ident).to_json(), parse_binding), (reg.to_json(), parse_registry)):
+        at = data.draw(st.integers(0, len(text) - 1))
+        edit = data.draw(st.sampled_from(["delete", "replace", "insert"]))
+        char = data.draw(st.characters(codec="utf-8") | st.sampled_from('{}[]",:\\0 '))
+        edited = {
+            "delete": text[:at] + text[at + 1 :],
+            "replace": text[:at] + char + text[at + 1 :],
+            "insert": text[:at] + char + text[at:],
+        }[edit]
+        try:
+            parsed = parse(edited)
+        except ContractError as exc:
+            assert exc.reason and exc.message
+        else:
+            assert parse(parsed.to_json()) == parsed
+
+
+@given(
+    interface=st.text(
+        st.characters(codec="utf-8", exclude_characters="/:", min_codepoint=0x21), min_size=1, max_size=7
+    ),
+    resource_version=st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1, max_size=128),
+)
+def test_valid_bindings_round_trip(interface: str, resource_version: str) -> None:
     try:
-        ident = identity(pool=pool, device=device)
+        b = binding(
+            identity(), interface=interface, source=SourceRef("ns", "src", SHADOW_UID, resource_version)
+        )
     except ContractError as exc:
-        assert exc.reason == "InvalidIdentityField"  # lone surrogates have no UTF-8 form
+        assert exc.reason == "InvalidInterfaceName"  # white space, controls, '.', '..' or > 15 bytes
         return
-    swapped = identity(pool=pool + device[:1], device=device[1:] or "z")
-    assert ident.canonical_bytes() != swapped.canonical_bytes()
+    assert parse_binding(b.to_json()) == b
+    assert parse_binding(json.dumps(b.to_dict(), indent=1)) == b
 
 
 def test_identity_json_round_trip_and_limits() -> None:
