@@ -49,3 +49,13 @@ def label_value(value: str) -> str:
             value=value,
         )
     return value
+
+
+def shadow_labels(pod_uid: str, claim_uid: str, node_uid: str) -> dict[str, str]:
+    """The complete label set of a generated shadow NAD, built from scratch, never copied."""
+    return {
+        MANAGED_BY_LABEL: MANAGED_BY_VALUE,
+        POD_UID_LABEL: label_value(pod_uid),
+        CLAIM_UID_LABEL: label_value(claim_uid),
+        NODE_UID_LABEL: label_value(node_uid),
+    }

@@ -280,6 +280,17 @@ def test_label_value() -> None:
     assert keys.label_value("a" * 63) == "a" * 63
 
 
+def test_shadow_labels_use_uids_only() -> None:
+    labels = keys.shadow_labels(POD, CLAIM, NODE)
+    assert labels == {
+        "sriovnetwork.k8snetworkplumbingwg.io/managed-by": "sriov-dra-driver",
+        "sriovnetwork.k8snetworkplumbingwg.io/pod-uid": POD,
+        "sriovnetwork.k8snetworkplumbingwg.io/claim-uid": CLAIM,
+        "sriovnetwork.k8snetworkplumbingwg.io/node-uid": NODE,
+    }
+    assert reason(keys.shadow_labels, POD, CLAIM, "n" * 64) == "InvalidLabelValue"
+
+
 def test_runtime_modules_import_only_the_standard_library() -> None:
     code = (
         "import sys\n"
