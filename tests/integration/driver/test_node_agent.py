@@ -1,0 +1,405 @@
+"""The real node agent process against the real API server and scheduler, on the fake SR-IOV node,
+with the fake kubelet dialing its real unix sockets."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from tests.bed.waiting import wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.netns]
+
+REPO = Path(__file__).resolve().parents[3]
+DRIVER = "sriovnetwork.k8snetworkplumbingwg.io"
+GROUP_VERSION = f"{DRIVER}/v1alpha1"
+PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
+
+DRIVER_RULES = [
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+    {
+        "apiGroups": ["resource.k8s.io"],
+        "resources": ["resourceslices"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+    },
+    {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get"]},
+    {
+        "apiGroups": [DRIVER],
+        "resources": ["sriovresourcepolicies", "deviceattributes"],
+        "verbs": ["get", "list", "watch"],
+    },
+]
+
+
+@pytest.fixture(scope="session")
+def driver_crds(testbed) -> None:
+    docs = [
+        yaml.safe_load((REPO / "deploy/crds" / f).read_text())
+        for f in ("sriovresourcepolicy.yaml", "deviceattributes.yaml")
+    ]
+    testbed.apply(docs)
+    ext = client.ApiextensionsV1Api(testbed.api_client)
+    for doc in docs:
+        wait_for(
+            lambda d=doc: any(
+                c.type == "Established" and c.status == "True"
+                for c in ext.read_custom_resource_definition(d["metadata"]["name"]).status.conditions or []
+            ),
+            30,
+            what=f"CRD {doc['metadata']['name']} established",
+        )
+    testbed.grant(testbed.user_of("driver"), DRIVER_RULES)
+
+
+class Agent:
+    """One sriov-dra-driver process; restartable with the same directories."""
+
+    def __init__(self, testbed, namespace: str, sysfs: Path, dirs) -> None:
+        self.dirs = dirs
+        self.log = dirs.root / "driver.log"
+        self.env = {
+            **os.environ,
+            "NODE_NAME": testbed.node_name,
+            "NAMESPACE": namespace,
+            "CDI_ROOT": str(dirs.cdi),
+            "KUBELET_REGISTRAR_DIRECTORY_PATH": str(dirs.registry),
+            "KUBELET_PLUGINS_DIRECTORY_PATH": str(dirs.plugins),
+            "SYSFS_ROOT": str(sysfs),
+            "KUBECONFIG": str(testbed.kubeconfig_for("driver")),
+            "CONFIGURATION_MODE": "MULTUS",
+        }
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.dirs.plugins / DRIVER / "checkpoint.json"
+
+    def start(self) -> subprocess.Popen[bytes]:
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [str(Path(sys.executable).parent / "sriov-dra-driver")],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=REPO,
+            )
+        return self.proc
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@pytest.fixture
+def agent(testbed, driver_crds, k8s_namespace, fake_node, kubelet_dirs) -> Iterator[Agent]:
+    a = Agent(testbed, k8s_namespace, fake_node.sysfs_root, kubelet_dirs)
+    yield a
+    a.stop()
+    for f in sorted(kubelet_dirs.cdi.glob("*")):
+        print("CDI left:", f.name)
+    print(a.output()[-4000:])
+
+
+# -- API helpers ---------------------------------------------------------------------------------
+
+
+def objs(testbed):
+    return client.CustomObjectsApi(testbed.api_client)
+
+
+def put_policy(testbed, ns: str, name: str, spec: dict[str, Any]) -> None:
+    testbed.apply(
+        [
+            {
+                "apiVersion": GROUP_VERSION,
+                "kind": "SriovResourcePolicy",
+                "metadata": {"name": name, "namespace": ns},
+                "spec": spec,
+            }
+        ]
+    )
+
+
+def put_attributes(testbed, ns: str, name: str, labels: dict[str, str], attributes: dict[str, Any]) -> None:
+    testbed.apply(
+        [
+            {
+                "apiVersion": GROUP_VERSION,
+                "kind": "DeviceAttributes",
+                "metadata": {"name": name, "namespace": ns, "labels": labels},
+                "spec": {"attributes": attributes},
+            }
+        ]
+    )
+
+
+def node_slices(testbed) -> list[dict[str, Any]]:
+    return objs(testbed).list_cluster_custom_object(
+        "resource.k8s.io",
+        "v1",
+        "resourceslices",
+        field_selector=f"spec.nodeName={testbed.node_name},spec.driver={DRIVER}",
+    )["items"]
+
+
+def published(testbed) -> dict[str, dict[str, Any]]:
+    return {
+        d["name"]: d.get("attributes") or {}
+        for s in node_slices(testbed)
+        for d in s["spec"].get("devices") or []
+    }
+
+
+def wait_published(testbed, predicate, what: str, timeout: float = 30) -> dict[str, dict[str, Any]]:
+    def check():
+        p = published(testbed)
+        return p if predicate(p) else None
+
+    return wait_for(check, timeout, what=what)
+
+
+def vf_names(fake_node) -> set[str]:
+    return {vf.pci.replace(":", "-").replace(".", "-") for vf in fake_node.vfs}
+
+
+# -- tests ---------------------------------------------------------------------------------------
+
+
+def test_registration_handshake(agent, fake_kubelet_factory) -> None:
+    agent.start()
+    kubelet = fake_kubelet_factory(agent.dirs.registry, timeout=30)
+    info = kubelet.register()
+    assert (info.type, info.name) == ("DRAPlugin", DRIVER)
+    assert info.endpoint == str(agent.dirs.plugins / DRIVER / "dra.sock")
+    assert info.supported_versions[0] == "v1.DRAPlugin"
+    assert kubelet.prepare([]) == {}
+
+
+def test_slices_follow_policies_and_survive_deletion(agent, testbed, k8s_namespace, fake_node) -> None:
+    agent.start()
+    # opt-in: no policy, one empty slice owned by the Node
+    wait_for(lambda: node_slices(testbed), 30, what="initial empty ResourceSlice")
+    (s,) = node_slices(testbed)
+    assert s["spec"]["devices"] in (None, [])
+    assert s["metadata"]["ownerReferences"][0]["uid"] == testbed.node_uid
+
+    put_policy(testbed, k8s_namespace, "all", {"configs": [{}]})
+    pub = wait_published(testbed, lambda p: set(p) == vf_names(fake_node), "every VF advertised")
+    vf = fake_node.vfs[0]
+    attrs = pub[vf.pci.replace(":", "-").replace(".", "-")]
+    assert attrs[PCIE_ROOT] == {"string": vf.pcie_root}
+    assert attrs["resource.kubernetes.io/pciBusID"] == {"string": vf.pci}
+    assert attrs["k8s.cni.cncf.io/deviceID"] == {"string": vf.pci}
+    assert attrs[f"{DRIVER}/PFName"] == {"string": vf.pf}
+    assert attrs[f"{DRIVER}/vfID"] == {"int": vf.vf_index}
+
+    # a policy naming a rail with attributes; "a-rail" sorts before "all" so it wins for its PF
+    rail_a = fake_node.rail_vfs("rail-a")
+    put_attributes(
+        testbed,
+        k8s_namespace,
+        "rail-a",
+        {"rail": "a"},
+        {f"{DRIVER}/netAttachDefName": {"string": "rail-a-net"}},
+    )
+    put_policy(
+        testbed,
+        k8s_namespace,
+        "a-rail",
+        {
+            "configs": [
+                {
+                    "resourceFilters": [{"pfNames": [rail_a[0].pf]}],
+                    "deviceAttributesSelector": {"matchLabels": {"rail": "a"}},
+                }
+            ]
+        },
+    )
+    rail_a_names = {v.pci.replace(":", "-").replace(".", "-") for v in rail_a}
+    wait_published(
+        testbed,
+        lambda p: all(p.get(n, {}).get(f"{DRIVER}/netAttachDefName") for n in rail_a_names),
+        "rail-a attribute published",
+    )
+
+    # withdraw everything but rail-a: devices with an empty policy attribute set must disappear too
+    objs(testbed).delete_namespaced_custom_object(
+        DRIVER, "v1alpha1", k8s_namespace, "sriovresourcepolicies", "all"
+    )
+    wait_published(testbed, lambda p: set(p) == rail_a_names, "only rail-a advertised")
+    objs(testbed).delete_namespaced_custom_object(
+        DRIVER, "v1alpha1", k8s_namespace, "deviceattributes", "rail-a"
+    )
+    # the selector still matches nothing-but-valid: attributes are cleared, devices stay
+    wait_published(
+        testbed,
+        lambda p: set(p) == rail_a_names and not any(f"{DRIVER}/netAttachDefName" in a for a in p.values()),
+        "rail-a attribute cleared",
+    )
+
+    # restored, and recreated after someone deletes the slices (as kubelet does on restart)
+    put_policy(testbed, k8s_namespace, "all", {"configs": [{}]})
+    wait_published(testbed, lambda p: set(p) == vf_names(fake_node), "every VF advertised again")
+    for s in node_slices(testbed):
+        objs(testbed).delete_cluster_custom_object(
+            "resource.k8s.io", "v1", "resourceslices", s["metadata"]["name"]
+        )
+    wait_published(testbed, lambda p: set(p) == vf_names(fake_node), "slices recreated after deletion")
+
+
+# -- claims allocated by the real scheduler -------------------------------------------------------
+
+
+@pytest.fixture
+def device_class(testbed) -> Iterator[str]:
+    name = f"sriov-test-{secrets.token_hex(3)}"
+    testbed.apply(
+        [
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceClass",
+                "metadata": {"name": name},
+                "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]},
+            }
+        ]
+    )
+    yield name
+    objs(testbed).delete_cluster_custom_object("resource.k8s.io", "v1", "deviceclasses", name)
+
+
+def allocated_claim(testbed, ns: str, device_class: str, name: str, count: int = 1) -> dict[str, Any]:
+    """Create a claim and a Pod using it; let the real scheduler allocate and reserve it."""
+    api = objs(testbed)
+    api.create_namespaced_custom_object(
+        "resource.k8s.io",
+        "v1",
+        ns,
+        "resourceclaims",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": name},
+            "spec": {
+                "devices": {
+                    "requests": [{"name": "vf", "exactly": {"deviceClassName": device_class, "count": count}}]
+                }
+            },
+        },
+    )
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"pod-{name}"},
+        "spec": {
+            "containers": [
+                {"name": "c", "image": "registry.invalid/none:0", "resources": {"claims": [{"name": "vfs"}]}}
+            ],
+            "resourceClaims": [{"name": "vfs", "resourceClaimName": name}],
+        },
+    }
+    client.CoreV1Api(testbed.api_client).create_namespaced_pod(ns, pod)
+
+    def ready():
+        c = api.get_namespaced_custom_object("resource.k8s.io", "v1", ns, "resourceclaims", name)
+        status = c.get("status") or {}
+        return c if status.get("allocation") and status.get("reservedFor") else None
+
+    return wait_for(ready, 60, what=f"claim {ns}/{name} allocated and reserved by the scheduler")
+
+
+def ref(claim: dict[str, Any]) -> tuple[str, str, str]:
+    md = claim["metadata"]
+    return md["namespace"], md["name"], md["uid"]
+
+
+def cdi_spec(dirs, uid: str) -> dict[str, Any]:
+    return json.loads((dirs.cdi / f"{DRIVER}-vf_{uid}.json").read_text())
+
+
+def test_prepare_unprepare_round_trip_restart_and_bad_claim(
+    agent, testbed, k8s_namespace, fake_node, device_class, fake_kubelet_factory
+) -> None:
+    agent.start()
+    put_policy(testbed, k8s_namespace, "all", {"configs": [{}]})
+    wait_published(testbed, lambda p: set(p) == vf_names(fake_node), "every VF advertised")
+    kubelet = fake_kubelet_factory(agent.dirs.registry, timeout=30)
+    kubelet.register()
+
+    c1 = allocated_claim(testbed, k8s_namespace, device_class, "c1", count=2)
+    c2 = allocated_claim(testbed, k8s_namespace, device_class, "c2")
+    bad = (k8s_namespace, "no-such-claim", "00000000-0000-0000-0000-000000000000")
+    resp = kubelet.prepare([ref(c1), bad, ref(c2)])
+    assert set(resp) == {c1["metadata"]["uid"], bad[2], c2["metadata"]["uid"]}
+    assert resp[bad[2]].error.startswith("ClaimNotFound:")
+    for claim in (c1, c2):
+        entry = resp[claim["metadata"]["uid"]]
+        assert entry.error == "", entry.error
+        results = claim["status"]["allocation"]["devices"]["results"]
+        assert sorted(d.device_name for d in entry.devices) == sorted(r["device"] for r in results)
+        pod_uid = claim["status"]["reservedFor"][0]["uid"]
+        for d in entry.devices:
+            assert list(d.request_names) == ["vf"] and d.pool_name == testbed.node_name
+            assert list(d.cdi_device_ids) == [
+                f"{DRIVER}/vf={claim['metadata']['uid']}-{d.device_name}",
+                f"{DRIVER}/vf={pod_uid}",
+            ]
+        spec = cdi_spec(agent.dirs, claim["metadata"]["uid"])
+        assert spec["kind"] == f"{DRIVER}/vf" and len(spec["devices"]) == len(results)
+        pod_spec = cdi_spec(agent.dirs, pod_uid)
+        pcis = pod_spec["devices"][0]["containerEdits"]["env"][0].split("=", 1)[1].split(",")
+        assert len(pcis) == len(results)
+    checkpoint = json.loads(agent.checkpoint.read_text())
+    assert set(checkpoint["data"]["claims"]) == {c1["metadata"]["uid"], c2["metadata"]["uid"]}
+
+    # restart with prepared claims; the tmpfs CDI dir lost a spec meanwhile
+    agent.stop()
+    (agent.dirs.cdi / f"{DRIVER}-vf_{c1['metadata']['uid']}.json").unlink()
+    agent.start()
+    kubelet = fake_kubelet_factory(agent.dirs.registry, timeout=30)
+    kubelet.register()
+    again = kubelet.prepare([ref(c1)], version="v1beta1")
+    assert [d.device_name for d in again[c1["metadata"]["uid"]].devices] == [
+        d.device_name for d in resp[c1["metadata"]["uid"]].devices
+    ]
+    assert cdi_spec(agent.dirs, c1["metadata"]["uid"])["devices"]
+
+    un = kubelet.unprepare([ref(c1), bad, ref(c2)])
+    assert {k: v.error for k, v in un.items()} == {
+        c1["metadata"]["uid"]: "",
+        bad[2]: "",
+        c2["metadata"]["uid"]: "",
+    }
+    assert sorted(p.name for p in agent.dirs.cdi.iterdir()) == []
+    assert json.loads(agent.checkpoint.read_text())["data"]["claims"] == {}
+
+
+def test_corrupt_checkpoint_fails_start_up_and_deletes_nothing(agent) -> None:
+    agent.checkpoint.parent.mkdir(parents=True, exist_ok=True)
+    agent.checkpoint.write_bytes(b'{"version":1,"checksum":"00","data":{"claims":{}}}')
+    before = agent.checkpoint.read_bytes()
+    proc = agent.start()
+    assert proc.wait(60) == 2
+    out = agent.output()
+    assert "CorruptCheckpoint" in out and "Traceback" not in out
+    assert agent.checkpoint.read_bytes() == before
+    assert not (agent.dirs.registry / f"{DRIVER}-reg.sock").exists()
