@@ -2,6 +2,7 @@
 
 import ipaddress
 import json
+import os
 import subprocess
 
 import pytest
@@ -209,3 +210,36 @@ def test_cnitool_runs_sriov_chained_with_tuning(
     assert delete.returncode == 0, delete.stdout + delete.stderr
     assert_vf_home(vf)
     assert leases(ipam_dir, "rail-b") == []
+
+
+def test_concurrent_adds_of_one_vf_admit_exactly_one(cni_bin_dir, fake_node, netns, tmp_path, cni_data_dir):
+    first, second, ipam_dir = netns(), netns(), tmp_path / "ipam"
+    vf = fake_node.vfs[4]
+    conf = json.dumps(sriov_conf(vf, ipam_dir, cni_data_dir)).encode()
+    procs = [
+        subprocess.Popen(
+            [str(cni_bin_dir / "sriov")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={
+                **os.environ,
+                **fake_node.env(),
+                "CNI_COMMAND": "ADD",
+                "CNI_CONTAINERID": cid,
+                "CNI_NETNS": ns,
+                "CNI_IFNAME": "net1",
+                "CNI_PATH": str(cni_bin_dir),
+            },
+        )
+        for cid, ns in (("c1", first), ("c2", second))
+    ]
+    outs = [json.loads(p.communicate(conf, timeout=60)[0]) for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert codes == [0, 1], outs
+    loser = next(o for o in outs if "code" in o)
+    assert loser["msg"] == f"pci address {vf.pci} is already allocated"
+    assert len(leases(ipam_dir, vf.rail)) == 1
+    winner_ns = first if procs[0].returncode == 0 else second
+    assert "net1" in ns_links(winner_ns)
+    assert list(ns_links(second if winner_ns == first else first)) == ["lo"]
