@@ -1,0 +1,283 @@
+"""cni-shim against the real kube-apiserver: live Pod/NAD reads, the managed-shadow guard on real
+objects, network-status on the live Pod, and DEL from the cache after every object is gone.
+
+The shim authenticates as the bed's "cni" identity (user cni-shim) with only the RBAC a
+deployment grants it; the audit log proves which API calls it made.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from sriov_contract import keys
+from tests.support.cni import run_cni
+from tests.support.cni_shim import managed_shadow, registry_annotation
+
+pytestmark = [pytest.mark.integration, pytest.mark.netns]
+
+SHIM = Path(__file__).resolve().parents[3] / ".venv" / "bin" / "cni-shim"
+NAD = ("k8s.cni.cncf.io", "v1", "network-attachment-definitions")
+CNI_USER = "cni-shim"
+CNI_RULES = [
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["update"]},
+    {"apiGroups": ["k8s.cni.cncf.io"], "resources": ["network-attachment-definitions"], "verbs": ["get"]},
+]
+
+
+@pytest.fixture(scope="module")
+def cni_kubeconfig(testbed) -> Path:
+    testbed.grant(CNI_USER, CNI_RULES)
+    return testbed.kubeconfig_for("cni")
+
+
+@pytest.fixture
+def shim_bin(tmp_path: Path, cni_bin_dir: Path) -> Path:
+    """Plugins plus the shim as `multus`; the recorder also stands in for `sriov` (no VF here)."""
+    out = tmp_path / "bin"
+    out.mkdir()
+    for entry in cni_bin_dir.iterdir():
+        if entry.name != "sriov":
+            (out / entry.name).symlink_to(entry)
+    (out / "sriov").symlink_to(cni_bin_dir / "recorder")
+    (out / "multus").symlink_to(SHIM)
+    return out
+
+
+def _create_pod(api, ns: str, name: str, node: str, annotations: dict[str, str]) -> dict[str, Any]:
+    body = {
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {"nodeName": node, "containers": [{"name": "main", "image": "registry.invalid/none:0"}]},
+    }
+    pod = client.CoreV1Api(api).create_namespaced_pod(ns, client.V1Pod.model_validate(body))
+    return api.sanitize_for_serialization(pod)
+
+
+def _create_nad(api, ns: str, body: dict[str, Any]) -> dict[str, Any]:
+    body = {"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition", **body}
+    body["metadata"] = {k: v for k, v in body["metadata"].items() if k not in ("uid", "namespace")}
+    return client.CustomObjectsApi(api).create_namespaced_custom_object(*NAD[:2], ns, NAD[2], body)
+
+
+def _conf(tmp_path: Path, kubeconfig: Path, log: Path) -> dict[str, Any]:
+    return {
+        "cniVersion": "1.0.0",
+        "name": "multus-cni-network",
+        "type": "multus",
+        "kubeconfig": str(kubeconfig),
+        "cniDir": str(tmp_path / "cache"),
+        "binDir": "",
+        "delegates": [
+            {
+                "cniVersion": "1.0.0",
+                "name": "podnet",
+                "type": "ptp",
+                "ipam": {"type": "host-local", "subnet": "10.78.0.0/24", "dataDir": str(tmp_path / "ipam")},
+            }
+        ],
+        "logLevel": "verbose",
+    }
+
+
+def _args(ns: str, name: str, uid: str) -> str:
+    return f"IgnoreUnknown=1;K8S_POD_NAMESPACE={ns};K8S_POD_NAME={name};K8S_POD_INFRA_CONTAINER_ID=sb;K8S_POD_UID={uid}"
+
+
+def test_add_reads_live_guards_shadow_writes_status_and_del_survives_deletion(
+    testbed, k8s_namespace, cni_kubeconfig, shim_bin, netns, tmp_path
+):
+    api = testbed.api_client
+    ns = k8s_namespace
+    log = tmp_path / "sriov-calls.jsonl"
+    side = _create_nad(
+        api,
+        ns,
+        {
+            "metadata": {"name": "side"},
+            "spec": {
+                "config": json.dumps(
+                    {
+                        "cniVersion": "1.0.0",
+                        "type": "ptp",
+                        "ipam": {
+                            "type": "host-local",
+                            "subnet": "10.79.0.0/24",
+                            "dataDir": str(tmp_path / "ipam"),
+                        },
+                    }
+                )
+            },
+        },
+    )
+    assert side["metadata"]["name"] == "side"
+    pod = _create_pod(api, ns, "workload", testbed.node_name, {})
+    uid = pod["metadata"]["uid"]
+    # The driver's work, done by hand: a protected shadow owned by the Pod, plus the Pod's selections.
+    sriov_conf = json.dumps(
+        {
+            "cniVersion": "1.0.0",
+            "name": "rail-a",
+            "type": "sriov",
+            "deviceID": "0000:03:00.1",
+            "logFile": str(log),
+        },
+        separators=(",", ":"),
+    )
+    shadow = managed_shadow(
+        namespace=ns, pod_name="workload", pod_uid=uid, node=testbed.node_name, config=sriov_conf
+    )
+    created = _create_nad(api, ns, shadow["nad"])
+    shadow["entry"]["uid"] = created["metadata"]["uid"]
+    selections = [{"name": "side"}, shadow["selection"]]
+    client.CoreV1Api(api).patch_namespaced_pod(
+        "workload",
+        ns,
+        {
+            "metadata": {
+                "annotations": {
+                    keys.NETWORKS_ANNOTATION: json.dumps(selections),
+                    keys.REGISTRY_ANNOTATION: registry_annotation(uid, [shadow["entry"]]),
+                }
+            }
+        },
+    )
+    conf = _conf(tmp_path, cni_kubeconfig, log)
+    sandbox = netns()
+    mark = testbed.audit.mark()
+    add = run_cni(
+        "multus",
+        "ADD",
+        conf,
+        bin_dir=shim_bin,
+        container_id="live1",
+        netns=sandbox,
+        ifname="eth0",
+        cni_args=_args(ns, "workload", uid),
+    )
+    assert add.returncode == 0, add.stdout + add.stderr
+    assert add.json["ips"][0]["address"].startswith("10.78.0.")
+
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(c["command"], c["env"]["CNI_IFNAME"]) for c in calls] == [("ADD", "dra0")]
+    assert calls[0]["stdin"]["deviceID"] == "0000:03:00.1"
+
+    live = client.CoreV1Api(api).read_namespaced_pod("workload", ns)
+    status = json.loads(live.metadata.annotations[keys.NETWORK_STATUS_ANNOTATION])
+    assert [(s["name"], s.get("interface"), s.get("default", False)) for s in status] == [
+        ("podnet", "eth0", True),
+        (f"{ns}/side", "net1", False),
+        (f"{ns}/{shadow['name']}", "dra0", False),
+    ]
+    events = testbed.audit.events(since=mark, user=CNI_USER)
+    asked = sorted({(e.verb, e.resource, e.subresource) for e in events})
+    assert asked == [
+        ("get", "network-attachment-definitions", ""),
+        ("get", "pods", ""),
+        ("update", "pods", "status"),
+    ]
+    assert all(e.code < 400 for e in events)
+
+    # Everything goes: Pod, source NAD; the shadow stays Terminating behind its finalizer.
+    client.CoreV1Api(api).delete_namespaced_pod("workload", ns, grace_period_seconds=0)
+    objs = client.CustomObjectsApi(api)
+    objs.delete_namespaced_custom_object(*NAD[:2], ns, NAD[2], "side")
+    objs.delete_namespaced_custom_object(*NAD[:2], ns, NAD[2], shadow["name"])
+    assert objs.get_namespaced_custom_object(*NAD[:2], ns, NAD[2], shadow["name"])["metadata"][
+        "deletionTimestamp"
+    ]
+    mark = testbed.audit.mark()
+    rm = run_cni(
+        "multus",
+        "DEL",
+        conf,
+        bin_dir=shim_bin,
+        container_id="live1",
+        netns=sandbox,
+        ifname="eth0",
+        cni_args=_args(ns, "workload", uid),
+    )
+    assert rm.returncode == 0, rm.stdout + rm.stderr
+    assert testbed.audit.events(since=mark, user=CNI_USER) == []
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(c["command"], c["env"]["CNI_IFNAME"]) for c in calls] == [("ADD", "dra0"), ("DEL", "dra0")]
+    assert not (tmp_path / "cache" / "live1").exists()
+    assert not any(f.startswith("10.") for d in ("podnet", "side") for f in os.listdir(tmp_path / "ipam" / d))
+    # release the shadow as the driver would
+    objs.patch_namespaced_custom_object(
+        *NAD[:2], ns, NAD[2], shadow["name"], {"metadata": {"finalizers": None}}
+    )
+
+
+def test_pod_not_found_is_an_empty_success_and_uid_mismatch_fails(
+    testbed, k8s_namespace, cni_kubeconfig, shim_bin, netns, tmp_path
+):
+    conf = _conf(tmp_path, cni_kubeconfig, tmp_path / "log")
+    sandbox = netns()
+    gone = run_cni(
+        "multus",
+        "ADD",
+        conf,
+        bin_dir=shim_bin,
+        container_id="nf1",
+        netns=sandbox,
+        ifname="eth0",
+        cni_args=_args(k8s_namespace, "ghost", "u"),
+    )
+    assert gone.returncode == 0, gone.stdout
+    assert gone.json["ips"] == [{"address": "0.0.0.0/0", "gateway": "0.0.0.0"}]
+    assert not (tmp_path / "cache" / "nf1").exists()
+
+    _create_pod(testbed.api_client, k8s_namespace, "p2", testbed.node_name, {})
+    wrong = run_cni(
+        "multus",
+        "ADD",
+        conf,
+        bin_dir=shim_bin,
+        container_id="nf2",
+        netns=sandbox,
+        ifname="eth0",
+        cni_args=_args(k8s_namespace, "p2", "00000000-0000-0000-0000-000000000000"),
+    )
+    assert wrong.returncode == 1
+    assert json.loads(wrong.stdout)["msg"].startswith("PodUIDMismatch:")
+
+
+def test_missing_nad_and_forbidden_reads_fail_visibly(
+    testbed, k8s_namespace, cni_kubeconfig, shim_bin, netns, tmp_path
+):
+    api = testbed.api_client
+    pod = _create_pod(api, k8s_namespace, "p3", testbed.node_name, {keys.NETWORKS_ANNOTATION: "absent"})
+    conf = _conf(tmp_path, cni_kubeconfig, tmp_path / "log")
+    sandbox = netns()
+    out = run_cni(
+        "multus",
+        "ADD",
+        conf,
+        bin_dir=shim_bin,
+        container_id="m1",
+        netns=sandbox,
+        ifname="eth0",
+        cni_args=_args(k8s_namespace, "p3", pod["metadata"]["uid"]),
+    )
+    assert out.returncode == 1
+    assert json.loads(out.stdout)["msg"].startswith("NoNetworkFound:")
+    # an identity without RBAC gets a visible refusal, never a stale fallback
+    driver_conf = dict(conf, kubeconfig=str(testbed.kubeconfig_for("driver")))
+    out = run_cni(
+        "multus",
+        "ADD",
+        driver_conf,
+        bin_dir=shim_bin,
+        container_id="m2",
+        netns=sandbox,
+        ifname="eth0",
+        cni_args=_args(k8s_namespace, "p3", pod["metadata"]["uid"]),
+    )
+    assert out.returncode == 1
+    assert "403" in json.loads(out.stdout)["msg"]
