@@ -243,3 +243,15 @@ def test_concurrent_adds_of_one_vf_admit_exactly_one(cni_bin_dir, fake_node, net
     winner_ns = first if procs[0].returncode == 0 else second
     assert "net1" in ns_links(winner_ns)
     assert list(ns_links(second if winner_ns == first else first)) == ["lo"]
+
+
+def test_failure_after_ipam_releases_the_lease_and_the_vf(call, fake_node, netns, tmp_path, cni_data_dir):
+    ns, ipam_dir = netns(), tmp_path / "ipam"
+    vf = fake_node.vfs[0]
+    conf = sriov_conf(vf, ipam_dir, cni_data_dir)
+    # The gateway is off-link, so installing the route fails after host-local has leased an address.
+    conf["ipam"]["routes"] = [{"dst": "10.200.0.0/16", "gw": "10.99.0.1"}]
+    add = call("ADD", conf, ns)
+    assert add.returncode == 1
+    assert add.json["code"] == 999 and "failed to add route" in add.json["msg"]
+    assert_nothing_left(ns, ipam_dir, cni_data_dir, vf, vf.rail)
