@@ -268,11 +268,12 @@ def test_missing_nad_and_forbidden_reads_fail_visibly(
     assert out.returncode == 1
     assert json.loads(out.stdout)["msg"].startswith("NoNetworkFound:")
     # an identity without RBAC gets a visible refusal, never a stale fallback
-    driver_conf = dict(conf, kubeconfig=str(testbed.kubeconfig_for("driver")))
+    unbound = testbed.issue_identity("cni-shim-unbound", "cni-shim-unbound")
+    unbound_conf = dict(conf, kubeconfig=str(unbound))
     out = run_cni(
         "multus",
         "ADD",
-        driver_conf,
+        unbound_conf,
         bin_dir=shim_bin,
         container_id="m2",
         netns=sandbox,
