@@ -146,8 +146,14 @@ def status(root: Path) -> None:
 
 
 @cli.command()
+@click.option("--kept-logs", is_flag=True, help="Also delete stopped runs whose logs were kept.")
 @click.pass_obj
-def clean(root: Path) -> None:
+def clean(root: Path, kept_logs: bool) -> None:
     """Stop and delete runs left behind by crashed sessions (never a live one)."""
     removed = runstate.cleanup_stale(root)
+    if kept_logs:
+        for state in runstate.runs(root):
+            if state.stopped:
+                runstate.dispose(state, keep_logs=False)
+                removed.append(state.run_id)
     click.echo(f"removed {len(removed)} stale run(s){': ' + ', '.join(removed) if removed else ''}", err=True)

@@ -62,9 +62,10 @@ def free_port() -> int:
 
 def _die_with_parent() -> None:
     # Children of a pytest session must not outlive it if it is SIGKILLed; detached beds
-    # (scripts/testbed up) skip this because their parent exits right after start-up.
+    # (scripts/testbed up) skip this because their parent exits right after start-up. SIGKILL, not
+    # SIGTERM: etcd and kube-apiserver terminated together wait on each other's graceful shutdown.
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def launch(
