@@ -45,7 +45,7 @@ def _report(config: pytest.Config, line: str) -> None:
 @pytest.fixture(scope="session")
 def testbed(request: pytest.FixtureRequest, tool_dirs: ToolSet) -> Iterator[TestBed]:
     from tests.bed import controlplane  # noqa: PLC0415 - see module docstring
-    from tests.bed.bed import TestBed
+    from tests.bed.bed import TestBed  # noqa: PLC0415 - see module docstring
 
     attach_to = os.environ.get("TESTBED_STATE")
     if attach_to:

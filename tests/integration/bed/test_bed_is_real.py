@@ -33,14 +33,18 @@ def nad_body(name: str, **metadata: Any) -> dict[str, Any]:
 def create_nad(api: client.ApiClient, ns: str, body: dict[str, Any]) -> dict[str, Any]:
     return cast(
         dict[str, Any],
-        client.CustomObjectsApi(api).create_namespaced_custom_object(NAD_GROUP, NAD_VERSION, ns, NAD_PLURAL, body),
+        client.CustomObjectsApi(api).create_namespaced_custom_object(
+            NAD_GROUP, NAD_VERSION, ns, NAD_PLURAL, body
+        ),
     )
 
 
 def get_nad(api: client.ApiClient, ns: str, name: str) -> dict[str, Any]:
     return cast(
         dict[str, Any],
-        client.CustomObjectsApi(api).get_namespaced_custom_object(NAD_GROUP, NAD_VERSION, ns, NAD_PLURAL, name),
+        client.CustomObjectsApi(api).get_namespaced_custom_object(
+            NAD_GROUP, NAD_VERSION, ns, NAD_PLURAL, name
+        ),
     )
 
 
