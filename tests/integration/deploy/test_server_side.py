@@ -98,7 +98,7 @@ def daemonset_under_cluster_policy(cluster: DeployCluster, obj: dict[str, Any]) 
         cluster.dry_run(obj)
     except ApiException as exc:
         assert exc.status == 422, exc.body
-        causes = json.loads(exc.body)["details"]["causes"]
+        causes = json.loads(exc.body or "{}")["details"]["causes"]
         assert sorted(c["field"] for c in causes) == sorted(privileged_fields(obj)), exc.body
         assert {c["message"] for c in causes} == {"Forbidden: disallowed by cluster policy"}, exc.body
     found = rejection(cluster, without_privileged(obj))
@@ -143,7 +143,7 @@ def test_device_class_cel_is_compiled_by_the_server(deploy_cluster) -> None:
     with pytest.raises(ApiException) as info:
         deploy_cluster.dry_run(broken)
     assert info.value.status == 422
-    assert "compilation failed" in info.value.body
+    assert "compilation failed" in (info.value.body or "")
     assert rejection(deploy_cluster, good) is None
 
 
@@ -178,8 +178,12 @@ def bound_accounts(deploy_cluster: DeployCluster) -> Iterator[client.Authorizati
 
 def allowed(auth: client.AuthorizationV1Api, namespace: str, account: str, perm: Permission) -> bool:
     user, groups = service_account_user(namespace, account)
-    review = {"spec": {"user": user, "groups": groups, "resourceAttributes": perm.attributes()}}
-    return bool(auth.create_subject_access_review(review).status.allowed)
+    review = client.V1SubjectAccessReview.model_validate(
+        {"spec": {"user": user, "groups": groups, "resourceAttributes": perm.attributes()}}
+    )
+    status = auth.create_subject_access_review(review).status
+    assert status is not None
+    return bool(status.allowed)
 
 
 def wait_allowed(auth: client.AuthorizationV1Api, namespace: str, account: str, perm: Permission) -> None:
@@ -205,12 +209,12 @@ def test_each_service_account_is_refused_what_it_must_not_do(bound_accounts, acc
 
 def token_client(cluster: DeployCluster, namespace: str, account: str) -> client.ApiClient:
     core = client.CoreV1Api(cluster.api)
-    token = core.create_namespaced_service_account_token(
-        account, namespace, {"spec": {"expirationSeconds": 600}}
-    ).status.token
+    request = client.AuthenticationV1TokenRequest.model_validate({"spec": {"expirationSeconds": 600}})
+    status = core.create_namespaced_service_account_token(account, namespace, request).status
+    assert status is not None and status.token
     config = client.Configuration(host=cluster.bed.server)
     config.ssl_ca_cert = str(cluster.bed.ca_file)
-    config.api_key = {"authorization": token}
+    config.api_key = {"authorization": status.token}
     config.api_key_prefix = {"authorization": "Bearer"}
     return client.ApiClient(config)
 
