@@ -71,8 +71,8 @@ DRIVER_NEEDS: frozenset[Permission] = frozenset(
     _each("get patch", "", "pods")
     # Spec 12.3: source reads, shadow create / finalizer patch / delete, all-namespace orphan list.
     | _each("get list create patch delete", NAD, "network-attachment-definitions")
-    # Spec 6.1: the node's UID is the process's recorded node identity.
-    | _each("get", "", "nodes")
+    # Spec 6.1: the node's UID is the process's recorded node identity; the driver watches its Node.
+    | _each("get list watch", "", "nodes")
     # DRA publication and preparation (dra-driver.md 5.2, kept from the upstream driver).
     | _each("get list watch create update patch delete", DRA, "resourceslices")
     | _each("get list watch", DRA, "resourceclaims")

@@ -159,10 +159,18 @@ def test_the_driver_sees_kubelet_cdi_sysfs_and_its_checkpoint_on_the_host(object
         # The checkpoint lives in the plugin's own directory and must survive restarts.
         env["KUBELET_PLUGINS_DIRECTORY_PATH"] + "/sriovnetwork.k8snetworkplumbingwg.io/checkpoint.json",
         env["CDI_ROOT"],
-        "/sys/bus/pci/devices",
+        env["SYSFS_ROOT"] + "/bus/pci/devices",
     ):
         assert host_path_of(mounts, container_path) == container_path, container_path
     assert spec["hostNetwork"] is True, "netdev names in sysfs are per network namespace"
+
+
+def test_the_driver_reads_every_variable_its_daemonset_sets(objects) -> None:
+    from driver.main import cli  # noqa: PLC0415 - only this test needs the driver's CLI
+
+    declared = {p.envvar for p in cli.params if isinstance(p.envvar, str)}
+    env = env_of(pod_spec(objects, "sriov-dra-driver")["containers"][0])
+    assert {name for name in env if not name.startswith("PYTHON")} <= declared
 
 
 def test_multus_auto_attach_is_a_single_opt_in_that_defaults_off() -> None:
