@@ -48,14 +48,24 @@ def _parse_text(path: str, text: bytes) -> dict[str, Any]:
         doc: Any = json.loads(text)
     except ValueError:
         try:
-            import yaml  # noqa: PLC0415 - only YAML kubeconfigs pay for it
-
-            doc = yaml.safe_load(text)
+            doc = _yaml().safe_load(text)
         except Exception as exc:  # yaml raises many unrelated types for bad input
             raise _bad(path, f"neither JSON nor YAML ({exc})") from exc
     if not isinstance(doc, dict):
         raise _bad(path, "not a mapping")
     return doc
+
+
+def _yaml() -> Any:
+    """PyYAML, also when the fast launcher started Python without site-packages (-S)."""
+    try:
+        import yaml  # noqa: PLC0415 - only YAML kubeconfigs pay for it
+    except ImportError:
+        import site  # noqa: PLC0415
+
+        site.main()
+        import yaml  # noqa: PLC0415
+    return yaml
 
 
 def _named(doc: Mapping[str, Any], section: str, name: str, path: str) -> dict[str, Any]:

@@ -21,7 +21,6 @@ from cni_shim.errors import (
     CniError,
 )
 
-ABOUT = "cni-shim: Multus-compatible meta-plugin that delegates to other CNI plugins"
 COMMANDS = ("ADD", "DEL", "CHECK", "STATUS", "GC", "VERSION")
 _ID = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$")
 _REQUIRED = {
@@ -146,14 +145,6 @@ def check_config(command: str, raw: Mapping[str, Any]) -> str:
                 f"config is {version!r}, {command} needs at least {minimum}",
             )
     return versions.require_supported(version)
-
-
-def version_info() -> str:
-    return json.dumps({"cniVersion": versions.CURRENT, "supportedVersions": list(versions.SUPPORTED)})
-
-
-def about() -> str:
-    return f"{ABOUT}\nCNI protocol versions supported: {', '.join(versions.SUPPORTED)}"
 
 
 def render_result(result: Mapping[str, Any]) -> str:

@@ -1,10 +1,16 @@
-"""CNI spec versions: parsing, ordering and the negotiation rule for delegates."""
+"""CNI spec versions: parsing, ordering and the negotiation rule for delegates.
+
+Importing this module costs nothing beyond the interpreter: the VERSION verb answers from it
+alone, so the error types are imported only when a version is actually refused.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+# Spelled out instead of imported: `typing` alone costs milliseconds on every start.
+TYPE_CHECKING = False
 
-from cni_shim.errors import DECODE_FAILURE, INCOMPATIBLE_VERSION, CniError
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 SUPPORTED = ("0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")
 CURRENT = SUPPORTED[-1]
@@ -16,6 +22,8 @@ def parse(version: str) -> tuple[int, int, int]:
         return (0, 1, 0)
     parts = version.split(".")
     if len(parts) != 3 or not all(p.isdigit() and len(p) <= 6 for p in parts):
+        from cni_shim.errors import DECODE_FAILURE, CniError  # noqa: PLC0415 - see module docstring
+
         raise CniError(
             "InvalidCniVersion", f"cniVersion {version!r} is not of the form X.Y.Z", DECODE_FAILURE
         )
@@ -29,6 +37,8 @@ def at_least(version: str, minimum: str) -> bool:
 def require_supported(version: str) -> str:
     effective = version or "0.1.0"
     if effective not in SUPPORTED:
+        from cni_shim.errors import INCOMPATIBLE_VERSION, CniError  # noqa: PLC0415 - see module docstring
+
         raise CniError(
             "IncompatibleCniVersion",
             f"config is {version!r}, cni-shim supports {list(SUPPORTED)}",
@@ -41,3 +51,16 @@ def select(candidates: Iterable[str], plugin_supports: Iterable[str]) -> str | N
     """Highest candidate that both we and the plugin speak (CNI 1.1 version selection)."""
     common = set(candidates) & set(plugin_supports) & set(SUPPORTED)
     return max(common, key=parse) if common else None
+
+
+def version_json() -> str:
+    """The VERSION answer, built without the json module (start-up time matters here)."""
+    listed = ", ".join(f'"{v}"' for v in SUPPORTED)
+    return f'{{"cniVersion": "{CURRENT}", "supportedVersions": [{listed}]}}'
+
+
+ABOUT = "cni-shim: Multus-compatible meta-plugin that delegates to other CNI plugins"
+
+
+def about() -> str:
+    return f"{ABOUT}\nCNI protocol versions supported: {', '.join(SUPPORTED)}"

@@ -1,0 +1,60 @@
+"""The fast launcher works under any file name and answers like the console script."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from cni_shim import launcher
+
+CONSOLE = Path(__file__).resolve().parents[3] / ".venv" / "bin" / "cni-shim"
+
+
+def _run(binary: Path, command: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    env = {"PATH": os.environ.get("PATH", ""), "CNI_COMMAND": command}
+    return subprocess.run([str(binary)], input=stdin, env=env, capture_output=True, check=False)
+
+
+def test_launcher_installed_as_multus_matches_the_console_script(tmp_path):
+    fast = launcher.install(tmp_path / "multus")
+    assert fast.read_text().splitlines()[0].endswith(" -S")
+    for binary in (fast, CONSOLE):
+        version = _run(binary, "VERSION")
+        assert version.returncode == 0
+        assert json.loads(version.stdout)["supportedVersions"][-1] == "1.1.0"
+        bad = _run(binary, "ADD", b"{")
+        assert bad.returncode == 1
+        assert json.loads(bad.stdout)["code"] == 4  # env is checked before stdin is read
+        about = _run(binary, "")
+        assert about.returncode == 0 and b"meta-plugin" in about.stderr
+
+
+def test_fast_launcher_still_reads_a_yaml_kubeconfig(tmp_path):
+    fast = launcher.install(tmp_path / "cni-shim")
+    kc = tmp_path / "kc.yaml"
+    kc.write_text(
+        "current-context: x\ncontexts: [{name: x, context: {cluster: c}}]\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:1'}}]\n"
+    )
+    conf = {
+        "cniVersion": "1.0.0",
+        "name": "n",
+        "kubeconfig": str(kc),
+        "delegates": [{"type": "x", "name": "d"}],
+    }
+    env = {
+        "CNI_COMMAND": "ADD",
+        "CNI_CONTAINERID": "c1",
+        "CNI_NETNS": "/run/netns/none",
+        "CNI_IFNAME": "eth0",
+        "CNI_PATH": str(tmp_path),
+        "CNI_ARGS": "K8S_POD_NAMESPACE=a;K8S_POD_NAME=b;IgnoreUnknown=1",
+    }
+    out = subprocess.run(
+        [str(fast)], input=json.dumps(conf).encode(), env=env, capture_output=True, check=False
+    )
+    doc = json.loads(out.stdout)
+    # the YAML parsed; the failure is the unreachable server, reported as try-again-later
+    assert doc["code"] == 11, doc
+    assert "127.0.0.1:1" in doc["msg"]
