@@ -16,6 +16,7 @@ import click
 from sriov_contract.errors import ReasonedError
 from tests.bed import controlplane, runstate
 from tests.bed.bed import TestBed
+from tests.bed.processes import is_running, log_tail
 from tests.bed.tools import ToolSet
 
 CLI_RUN_ID = "cli"
@@ -82,6 +83,12 @@ def up(root: Path, node_name: str | None) -> None:
                 f"another process (pid {bed.state.owner_pid}) is starting the test bed; wait for it or run 'down'"
             )
         click.echo("removing an unhealthy earlier test bed", err=True)
+        for rec in bed.state.processes:
+            if not is_running(rec.pid, rec.start_ticks):
+                click.echo(
+                    f"  {rec.name} (pid {rec.pid}) had died; its log ended:\n{log_tail(Path(rec.log), 8)}",
+                    err=True,
+                )
         runstate.dispose(bed.state, keep_logs=False)
     click.echo(
         "starting the test bed (etcd, kube-apiserver, kube-controller-manager, kube-scheduler)...", err=True

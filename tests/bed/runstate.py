@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,7 +122,8 @@ def new_state(root: Path, run_id: str, node_name: str) -> BedState:
     return BedState(
         run_id=run_id,
         run_dir=root / run_id,
-        etcd_data_dir=shm_root() / run_id,
+        # Unique even for equal run ids: beds under different roots (e.g. two "cli" beds) coexist.
+        etcd_data_dir=shm_root() / f"{run_id}-{secrets.token_hex(4)}",
         owner_pid=pid,
         owner_ticks=start_ticks(pid),
         node_name=node_name,
