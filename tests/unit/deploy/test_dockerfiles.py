@@ -6,6 +6,7 @@ the DaemonSets declare and pin their base image by a digest placeholder a releas
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 import tomllib
@@ -126,6 +127,18 @@ def test_every_copy_source_exists_and_every_stage_reference_is_defined(dockerfil
             assert (REPO_ROOT / src).exists(), (
                 f"{name}:{ins.line}: COPY source {src} is not in the repository"
             )
+
+
+def test_the_build_context_keeps_every_copy_source(dockerfile) -> None:
+    name, instructions = dockerfile
+    ignore = (REPO_ROOT / f"{name}.dockerignore").read_text().splitlines()
+    patterns = [p.strip() for p in ignore if p.strip() and not p.startswith("#")]
+    for ins in instructions:
+        if ins.keyword != "COPY" or "from" in copy_parts(ins.args)[0]:
+            continue
+        for src in copy_parts(ins.args)[1]:
+            hit = [p for p in patterns if fnmatch.fnmatch(src, p) or src == p or src.startswith(p + "/")]
+            assert hit == [], f"{name}:{ins.line}: COPY {src} is excluded from the context by {hit}"
 
 
 def test_the_entrypoint_is_a_declared_console_script_in_exec_form(dockerfile) -> None:

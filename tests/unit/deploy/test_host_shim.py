@@ -22,6 +22,14 @@ BUNDLE = DEPLOY_DIR / "cni" / "bundle-host-shim"
 INSTALL = DEPLOY_DIR / "cni" / "install-host-shim"
 THIRD_PARTY = {"kubernetes", "yaml", "jsonschema", "pyroute2", "grpc", "google", "click", "netaddr"}
 VERSION_REQUEST = {"CNI_COMMAND": "VERSION"}
+UNPRIVILEGED_ROOT = (
+    "setpriv",
+    "--no-new-privs",
+    "--bounding-set=-all",
+    "--inh-caps=-all",
+    "--ambient-caps=-all",
+    "--",
+)
 
 
 @pytest.fixture(scope="session")
@@ -102,7 +110,10 @@ def install(bundle: Path, host: Path, **extra: str) -> subprocess.CompletedProce
         "SHIM_BUNDLE_DIR": str(bundle),
         **extra,
     }
-    return subprocess.run([str(INSTALL)], env=env, capture_output=True, text=True, timeout=60)
+    # As the init container runs it: root without any capability and without privilege escalation.
+    return subprocess.run(
+        [*UNPRIVILEGED_ROOT, str(INSTALL)], env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 @pytest.fixture
