@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.support.deploy import (
     CNI_NAMESPACE,
@@ -70,6 +71,19 @@ def test_the_kustomization_lists_every_manifest_and_only_existing_files() -> Non
     assert listed[: len(list((DEPLOY_DIR / "crds").glob("*.yaml")))] == [
         p for p in listed if p.parent.name == "crds"
     ], "CRDs come first so that a plain apply of the list in order works"
+
+
+def test_the_release_image_hooks_name_exactly_the_images_the_daemonsets_run(objects) -> None:
+    kustomization = yaml.safe_load((DEPLOY_DIR / "kustomization.yaml").read_text())
+    hooks = {i["name"] for i in kustomization["images"]}
+    used = {
+        c["image"].rsplit(":", 1)[0]
+        for ds in objects
+        if ds["kind"] == "DaemonSet"
+        for c in ds["spec"]["template"]["spec"].get("initContainers", [])
+        + ds["spec"]["template"]["spec"]["containers"]
+    }
+    assert hooks == used
 
 
 def test_every_object_is_complete_and_namespaced_objects_use_our_namespaces(objects) -> None:
