@@ -5,6 +5,7 @@ CEL validation, RBAC, and the controller-manager and scheduler actually acting."
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
@@ -95,10 +96,12 @@ def test_update_with_stale_resource_version_is_409(testbed: TestBed, k8s_namespa
     assert get_nad(api, k8s_namespace, "net1")["metadata"]["labels"] == {"round": "1"}
 
 
+@pytest.mark.parametrize("propagation", ["Background", "Foreground"])
 def test_garbage_collector_deletes_owned_nad_but_finalizer_holds_it(
-    testbed: TestBed, k8s_namespace: str
+    testbed: TestBed, k8s_namespace: str, propagation: str
 ) -> None:
     api = testbed.api_client
+    core = client.CoreV1Api(api)
     objs = client.CustomObjectsApi(api)
     pod = create_pod(api, k8s_namespace, "owner")
     assert pod.metadata is not None
@@ -113,7 +116,7 @@ def test_garbage_collector_deletes_owned_nad_but_finalizer_holds_it(
     create_nad(api, k8s_namespace, nad_body("shadow", finalizers=[finalizer], ownerReferences=[owner]))
     mark = testbed.audit.mark()
 
-    client.CoreV1Api(api).delete_namespaced_pod("owner", k8s_namespace, grace_period_seconds=0)
+    core.delete_namespaced_pod("owner", k8s_namespace, grace_period_seconds=0, propagation_policy=propagation)
     deleting = wait_for(
         lambda: (
             n if (n := get_nad(api, k8s_namespace, "shadow"))["metadata"].get("deletionTimestamp") else None
@@ -132,6 +135,18 @@ def test_garbage_collector_deletes_owned_nad_but_finalizer_holds_it(
         name="shadow",
     )
     assert gc_deletes[0].code == 200
+
+    def gone(read: Callable[[], object]) -> bool:
+        try:
+            read()
+        except ApiException as exc:
+            return bool(exc.status == 404)
+        return False
+
+    # blockOwnerDeletion=false: even a foreground delete of the Pod does not wait for the held NAD.
+    wait_for(
+        lambda: gone(lambda: core.read_namespaced_pod("owner", k8s_namespace)), 60.0, what="the Pod to go"
+    )
     assert get_nad(api, k8s_namespace, "shadow")["metadata"]["finalizers"] == [finalizer]
 
     objs.patch_namespaced_custom_object(
@@ -143,15 +158,11 @@ def test_garbage_collector_deletes_owned_nad_but_finalizer_holds_it(
         [{"op": "remove", "path": "/metadata/finalizers"}],
         _content_type=JSON_PATCH,
     )
-
-    def gone() -> bool:
-        try:
-            get_nad(api, k8s_namespace, "shadow")
-        except ApiException as exc:
-            return bool(exc.status == 404)
-        return False
-
-    wait_for(gone, 30.0, what="the NAD to disappear once its finalizer is removed")
+    wait_for(
+        lambda: gone(lambda: get_nad(api, k8s_namespace, "shadow")),
+        30.0,
+        what="the NAD to disappear once its finalizer is removed",
+    )
 
 
 def test_device_class_cel_selector_is_compiled_by_the_server(
