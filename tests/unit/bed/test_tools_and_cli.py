@@ -9,6 +9,7 @@ from typing import NoReturn
 
 import pytest
 
+from tests.bed import controlplane
 from tests.bed.tools import REPO_ROOT, ToolSet, ToolUnavailable, parse_print_dir, status_of
 
 
@@ -67,3 +68,12 @@ def test_cli_down_and_status_without_a_bed(tmp_path: Path) -> None:
     for _ in range(2):
         down = run_cli(tmp_path, "down")
         assert down.returncode == 0 and "no test bed running" in down.stderr
+
+
+def test_bed_start_without_built_tools_names_the_tool_and_starts_nothing(tmp_path: Path) -> None:
+    tools = ToolSet()
+    tools.__dict__["directories"] = {"etcd": tmp_path / "etcd", "k8s": tmp_path / "k8s"}
+    with pytest.raises(ToolUnavailable) as err:
+        controlplane.start(tools=tools, run_id="never", root=tmp_path / "runs")
+    assert err.value.reason == "ToolNotBuilt" and "etcd is not built" in err.value.message
+    assert not (tmp_path / "runs").exists()
