@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import io
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -10,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import yaml
 
-from cni_shim import kubeconfig
+from cni_shim import kubeclient, kubeconfig
 from cni_shim.errors import CniError, KubeApiError
 from cni_shim.kubeclient import KubeClient
 
@@ -146,3 +147,19 @@ def test_unreachable_server_is_a_transient_error():
     with pytest.raises(KubeApiError) as err:
         client.get_pod("ns", "p")
     assert err.value.status == 0 and err.value.code == 11
+
+
+def test_response_parser_handles_sized_chunked_and_hostile_bodies():
+    sized = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"
+    assert kubeclient.read_response(io.BytesIO(sized)) == (200, {"content-length": "2"}, b"{}")
+    chunked = b"HTTP/1.1 404 NF\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n"
+    assert kubeclient.read_response(io.BytesIO(chunked))[2] == b"abcde"
+    for hostile in (
+        b"HTTP/1.1 200 OK\r\nContent-Length: 99999999999\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort",
+        b"SSH-2.0-OpenSSH\r\n",
+        b"HTTP/1.1 200 OK\r\n" + b"X: " + b"a" * 70000 + b"\r\n\r\n",
+        b"",
+    ):
+        with pytest.raises(kubeclient._ProtocolError):
+            kubeclient.read_response(io.BytesIO(hostile))
