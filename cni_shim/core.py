@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from cni_shim import cniargs, delegates, guard, netconf, netstatus, plan, protocol, results, versions
+from cni_shim import cniargs, delegates, netconf, netstatus, plan, protocol, results, versions
 from cni_shim.delegates import Candidate
 from cni_shim.errors import INVALID_NETWORK_CONFIG, TRY_AGAIN_LATER, UNKNOWN_CONTAINER, CniError, KubeApiError
 from cni_shim.interfaces import CacheStore, Clock, Executor, KubeApi, Log
@@ -181,8 +181,11 @@ def _nad_candidate(
             f'network-attachment-definitions.k8s.cni.cncf.io "{sel.name}" not found; create it or fix the Pod\'s networks annotation',
             TRY_AGAIN_LATER,
         )
-    managed = guarded and guard.is_managed(nad)
+    annotations = (nad.get("metadata") or {}).get("annotations") or {}
+    managed = guarded and keys.BINDING_ANNOTATION in annotations
     if managed:
+        from cni_shim import guard  # noqa: PLC0415 - contract parsers only for Pods that use shadows
+
         guard.check_shadow(nad, sel, pod, registry)
     what = f"NetworkAttachmentDefinition {sel.namespace}/{sel.name}"
     return delegates.load(delegates.nad_config(nad, ctx.conf.conf_dir), sel, what, managed=managed)
@@ -194,7 +197,13 @@ def _pod_candidates(
     meta = pod.get("metadata") or {}
     pod_ns = str(meta.get("namespace", ctx.pod_args.namespace))
     out = list(base)
-    registry = guard.pod_registry(pod) if guarded else None
+    uses_registry = guarded and keys.REGISTRY_ANNOTATION in (meta.get("annotations") or {})
+    if uses_registry:
+        from cni_shim import guard  # noqa: PLC0415 - contract parsers only for Pods that use shadows
+
+        registry = guard.pod_registry(pod)
+    else:
+        registry = None
     default_sel = delegates.default_network_selection(pod, ctx.conf.multus_namespace)
     if default_sel is not None:
         master = replace(_nad_candidate(ctx, kube, default_sel, pod, registry, guarded=guarded), master=True)
@@ -212,7 +221,9 @@ def _pod_candidates(
         ) from exc
     if ctx.conf.namespace_isolation:
         delegates.check_isolation(selections, pod_ns, ctx.conf.global_namespaces)
-    if guarded:
+    if registry is not None:
+        from cni_shim import guard  # noqa: PLC0415
+
         guard.check_registry(registry, selections, ctx.pod_args.label())
     seen_managed: set[tuple[str, str]] = set()
     for sel in selections:

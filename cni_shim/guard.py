@@ -31,15 +31,10 @@ def _reject(check: str, what: str, why: str) -> CniError:
     )
 
 
-def is_managed(nad: Mapping[str, Any]) -> bool:
-    return keys.BINDING_ANNOTATION in ((nad.get("metadata") or {}).get("annotations") or {})
-
-
-def pod_registry(pod: Mapping[str, Any]) -> Registry | None:
+def pod_registry(pod: Mapping[str, Any]) -> Registry:
+    """The Pod's registry annotation (the caller checked it is present), validated against the Pod."""
     meta = pod.get("metadata") or {}
     text = (meta.get("annotations") or {}).get(keys.REGISTRY_ANNOTATION)
-    if text is None:
-        return None
     what = f"Pod {meta.get('namespace')}/{meta.get('name')}"
     try:
         registry = parse_registry(str(text))
@@ -54,10 +49,8 @@ def pod_registry(pod: Mapping[str, Any]) -> Registry | None:
     return registry
 
 
-def check_registry(registry: Registry | None, selections: Sequence[NetworkSelection], pod_label: str) -> None:
+def check_registry(registry: Registry, selections: Sequence[NetworkSelection], pod_label: str) -> None:
     """Every registered managed selection appears exactly once, with its recorded interface."""
-    if registry is None:
-        return
     for entry in registry.entries:
         matches = [s for s in selections if (s.namespace, s.name) == (entry.namespace, entry.name)]
         what = f"{entry.namespace}/{entry.name} of Pod {pod_label}"
