@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 
 from cni_shim.errors import INVALID_ENVIRONMENT, CniError
@@ -63,6 +62,8 @@ def parse(text: str) -> PodArgs:
     if unknown and ignore not in _TRUE:
         raise _bad(f"unknown args {unknown}")
     if values.get("IP"):
+        import ipaddress  # noqa: PLC0415 - rarely sent; keep it off the start-up path
+
         try:
             ipaddress.ip_address(values["IP"])
         except ValueError as exc:

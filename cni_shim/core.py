@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cni_shim import cniargs, delegates, netconf, netstatus, plan, protocol, results, versions
 from cni_shim.delegates import Candidate
@@ -23,7 +23,9 @@ from cni_shim.network import parse as parse_network
 from sriov_contract import keys
 from sriov_contract.errors import ReasonedError
 from sriov_contract.networks import NetworkSelection, parse_network_selections
-from sriov_contract.registry import Registry
+
+if TYPE_CHECKING:
+    from sriov_contract.registry import Registry
 
 Json = dict[str, Any]
 
