@@ -6,6 +6,10 @@
   or attached to the bed named by ``$TESTBED_STATE`` (``eval "$(scripts/testbed up)"``). Logs are
   kept, and their path printed, when any test of the session failed.
 - ``k8s_namespace`` (function): a fresh namespace with its ``default`` ServiceAccount, deleted after.
+  Deletion finishes asynchronously: the namespace controller waits a fixed 5 s before emptying a
+  namespace, so objects of a previous test can still be listed cluster-wide for a few seconds.
+  Tests that assert on cluster-wide state mark themselves ``@pytest.mark.k8s_namespace_gone`` (the
+  teardown then waits until the namespace is gone) or filter by their own namespace.
 
 Heavy imports (the Kubernetes client) happen inside the fixtures so that unit-only runs stay fast.
 """
@@ -69,6 +73,9 @@ def testbed(request: pytest.FixtureRequest, tool_dirs: ToolSet) -> Iterator[Test
         _report(request.config, f"test bed logs kept (a test failed): {bed.log_dir}")
 
 
+NAMESPACE_DELETION_TIMEOUT = 60.0
+
+
 def _namespace_name(test_name: str) -> str:
     stem = re.sub(r"[^a-z0-9-]+", "-", test_name.lower()).strip("-")[:40].strip("-")
     return f"{stem or 't'}-{secrets.token_hex(3)}"
@@ -97,3 +104,13 @@ def k8s_namespace(request: pytest.FixtureRequest, testbed: TestBed) -> Iterator[
     except ApiException as exc:
         if exc.status != 404:
             raise
+    if request.node.get_closest_marker("k8s_namespace_gone"):
+
+        def gone() -> bool:
+            try:
+                core.read_namespace(name)
+            except ApiException as exc:
+                return bool(exc.status == 404)
+            return False
+
+        wait_for(gone, NAMESPACE_DELETION_TIMEOUT, what=f"namespace {name} to be deleted", interval=0.25)
