@@ -418,7 +418,32 @@ def _write_network_status(ctx: _Ctx, kube: KubeApi, entries: list[Json]) -> None
 
 def _load_plan(ctx: _Ctx, container_id: str) -> plan.Plan | None:
     data = ctx.store.load_plan(container_id)
-    return None if data is None else plan.from_bytes(data, f"{ctx.conf.cni_dir}/{container_id}")
+    if data is None:
+        return None
+    where = f"{ctx.conf.cni_dir}/{container_id}"
+    if data.lstrip()[:1] != b"[":
+        return plan.from_bytes(data, where)
+    if not ctx.req.ifname:
+        # A Multus cache has no interface names; only a DEL/CHECK (which has CNI_IFNAME) can use it.
+        ctx.log.warning(f"{where} is a Multus delegate cache; leaving it to the container's DEL")
+        return None
+    identity = plan.Plan(
+        container_id=ctx.req.container_id,
+        netns=ctx.req.netns,
+        ifname=ctx.req.ifname,
+        pod_namespace=ctx.pod_args.namespace,
+        pod_name=ctx.pod_args.name,
+        pod_uid=ctx.pod_args.uid,
+        delegates=(),
+    )
+    return plan.from_multus(
+        data,
+        where,
+        identity=identity,
+        cni_args=cniargs.for_delegate(ctx.pod_args, ctx.req.args),
+        cni_version=ctx.conf.cni_version,
+        runtime_config=ctx.conf.runtime_config,
+    )
 
 
 def _delete_plan(ctx: _Ctx, p: plan.Plan) -> list[tuple[plan.PlannedDelegate, CniError]]:

@@ -100,3 +100,59 @@ def from_bytes(data: bytes, where: str) -> Plan:
         )
     except (ValueError, KeyError, TypeError, AttributeError, binascii.Error) as exc:
         raise CniError("DelegateCacheCorrupt", f"the delegate cache {where} is unreadable: {exc}") from exc
+
+
+def from_multus(
+    data: bytes,
+    where: str,
+    *,
+    identity: Plan,
+    cni_args: tuple[tuple[str, str], ...],
+    cni_version: str,
+    runtime_config: dict[str, Any],
+) -> Plan:
+    """Adopt a cache Multus wrote (JSON list of DelegateNetConf) so an in-place upgrade can DEL.
+
+    Multus stores no interface names; they are recomputed with its getIfname rules from the
+    runtime's CNI_IFNAME, exactly as Multus's own DEL does. `identity` carries this
+    invocation's container, netns, ifname and Pod; its delegate list is not used.
+    """
+    try:
+        entries = json.loads(data)
+        delegates = []
+        for idx, entry in enumerate(entries):
+            conf = base64.b64decode(entry["Bytes"], validate=True)
+            master = idx == 0
+            caps = dict(runtime_config)
+            if not master:
+                for key, field_name in (
+                    ("mac", "macRequest"),
+                    ("ips", "ipRequest"),
+                    ("deviceID", "deviceID"),
+                ):
+                    if entry.get(field_name):
+                        caps[key] = entry[field_name]
+            delegates.append(
+                PlannedDelegate(
+                    name=str(entry.get("Name", "")),
+                    conf=conf,
+                    ifname=str(entry.get("ifnameRequest") or (identity.ifname if master else f"net{idx}")),
+                    cni_version=str(json.loads(conf).get("cniVersion") or cni_version),
+                    master=master,
+                    capability_args=caps,
+                    cni_args=cni_args,
+                )
+            )
+    except (ValueError, KeyError, TypeError, AttributeError, binascii.Error) as exc:
+        raise CniError(
+            "DelegateCacheCorrupt", f"the Multus delegate cache {where} is unreadable: {exc}"
+        ) from exc
+    return Plan(
+        container_id=identity.container_id,
+        netns=identity.netns,
+        ifname=identity.ifname,
+        pod_namespace=identity.pod_namespace,
+        pod_name=identity.pod_name,
+        pod_uid=identity.pod_uid,
+        delegates=tuple(delegates),
+    )

@@ -318,3 +318,49 @@ def test_cache_keeps_exact_delegate_bytes(shim):
     stored = shim.plan_doc()["delegates"][1]
     assert base64.b64decode(stored["conf"]).decode() == raw
     assert stored["name"] == "ns1/net-a"
+
+
+def test_del_adopts_a_cache_written_by_multus_for_in_place_upgrade(shim):
+    weave = {"cniVersion": "1.0.0", "name": "weave1", "type": "weave-net"}
+    macvlan = {"cniVersion": "1.0.0", "name": "net1", "type": "macvlan", "capabilities": {"mac": True}}
+    multus_cache = [
+        {
+            "Conf": {**weave, "ipam": {}, "dns": {}},
+            "ConfList": {},
+            "Name": "weave1",
+            "IsFilterV4Gateway": False,
+            "IsFilterV6Gateway": False,
+            "Bytes": base64.b64encode(json.dumps(weave).encode()).decode(),
+        },
+        {
+            "Conf": {**macvlan, "ipam": {}, "dns": {}},
+            "ConfList": {},
+            "Name": "test/net1",
+            "ifnameRequest": "macvlan1",
+            "macRequest": "c2:11:22:33:44:66",
+            "IsFilterV4Gateway": False,
+            "IsFilterV6Gateway": True,
+            "Bytes": base64.b64encode(json.dumps(macvlan).encode()).decode(),
+        },
+        {
+            "Conf": {"ipam": {}, "dns": {}},
+            "ConfList": {},
+            "Name": "third",
+            "Bytes": base64.b64encode(
+                json.dumps({"name": "third", "plugins": [{"type": "ptp"}]}).encode()
+            ).decode(),
+        },
+    ]
+    shim.cni_dir.mkdir()
+    (shim.cni_dir / "c1").write_text(json.dumps(multus_cache))
+    out = shim.run("DEL", shim.conf())
+    assert out.status == 0, out.stdout
+    assert shim.executor.commands() == [
+        ("ptp", "DEL", "net2"),
+        ("macvlan", "DEL", "macvlan1"),
+        ("weave-net", "DEL", "eth0"),
+    ]
+    assert shim.executor.calls[0].stdin["cniVersion"] == "1.0.0"  # empty conflist version takes the shim's
+    assert shim.executor.calls[1].stdin["runtimeConfig"] == {"mac": "c2:11:22:33:44:66"}
+    assert shim.kube.reads == []
+    assert shim.plan_doc() is None
