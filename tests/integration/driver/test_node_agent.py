@@ -115,6 +115,11 @@ def agent(testbed, driver_crds, k8s_namespace, fake_node, kubelet_dirs) -> Itera
     a = Agent(testbed, k8s_namespace, fake_node.sysfs_root, kubelet_dirs)
     yield a
     a.stop()
+    # Slices outlive the process (the Node owns them); the next test starts from none.
+    for s in node_slices(testbed):
+        objs(testbed).delete_cluster_custom_object(
+            "resource.k8s.io", "v1", "resourceslices", s["metadata"]["name"]
+        )
     for f in sorted(kubelet_dirs.cdi.glob("*")):
         print("CDI left:", f.name)
     print(a.output()[-4000:])
@@ -173,9 +178,9 @@ def published(testbed) -> dict[str, dict[str, Any]]:
 def wait_published(testbed, predicate, what: str, timeout: float = 30) -> dict[str, dict[str, Any]]:
     def check():
         p = published(testbed)
-        return p if predicate(p) else None
+        return (p,) if predicate(p) else None  # wrapped: an empty dict is a valid, falsy answer
 
-    return wait_for(check, timeout, what=what)
+    return wait_for(check, timeout, what=what)[0]
 
 
 def vf_names(fake_node) -> set[str]:
@@ -265,6 +270,33 @@ def test_slices_follow_policies_and_survive_deletion(agent, testbed, k8s_namespa
             "resource.k8s.io", "v1", "resourceslices", s["metadata"]["name"]
         )
     wait_published(testbed, lambda p: set(p) == vf_names(fake_node), "slices recreated after deletion")
+
+
+def test_node_label_changes_reevaluate_node_selector(agent, testbed, k8s_namespace, fake_node) -> None:
+    core = client.CoreV1Api(testbed.api_client)
+    label = f"sriov-test-{secrets.token_hex(3)}"
+    agent.start()
+    put_policy(
+        testbed,
+        k8s_namespace,
+        "labelled",
+        {
+            "nodeSelector": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": label, "operator": "In", "values": ["on"]}]}
+                ]
+            },
+            "configs": [{}],
+        },
+    )
+    wait_published(testbed, lambda p: p == {}, "nothing advertised before labelling")
+    core.patch_node(testbed.node_name, {"metadata": {"labels": {label: "on"}}})
+    try:
+        wait_published(testbed, lambda p: set(p) == vf_names(fake_node), "VFs advertised after labelling")
+    finally:
+        # (the client drops None values, so a merge patch cannot delete the label)
+        core.patch_node(testbed.node_name, [{"op": "remove", "path": f"/metadata/labels/{label}"}])
+    wait_published(testbed, lambda p: p == {}, "VFs withdrawn after unlabelling")
 
 
 # -- claims allocated by the real scheduler -------------------------------------------------------
