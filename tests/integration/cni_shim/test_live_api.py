@@ -85,6 +85,19 @@ def _conf(tmp_path: Path, kubeconfig: Path, log: Path) -> dict[str, Any]:
     }
 
 
+def _shim(shim_bin: Path, command: str, conf: dict[str, Any], cid: str, sandbox: str, args: str):
+    return run_cni(
+        "multus",
+        command,
+        conf,
+        bin_dir=shim_bin,
+        container_id=cid,
+        netns=sandbox,
+        ifname="eth0",
+        cni_args=args,
+    )
+
+
 def _args(ns: str, name: str, uid: str) -> str:
     return f"IgnoreUnknown=1;K8S_POD_NAMESPACE={ns};K8S_POD_NAME={name};K8S_POD_INFRA_CONTAINER_ID=sb;K8S_POD_UID={uid}"
 
@@ -150,16 +163,7 @@ def test_add_reads_live_guards_shadow_writes_status_and_del_survives_deletion(
     conf = _conf(tmp_path, cni_kubeconfig, log)
     sandbox = netns()
     mark = testbed.audit.mark()
-    add = run_cni(
-        "multus",
-        "ADD",
-        conf,
-        bin_dir=shim_bin,
-        container_id="live1",
-        netns=sandbox,
-        ifname="eth0",
-        cni_args=_args(ns, "workload", uid),
-    )
+    add = _shim(shim_bin, "ADD", conf, "live1", sandbox, _args(ns, "workload", uid))
     assert add.returncode == 0, add.stdout + add.stderr
     assert add.json["ips"][0]["address"].startswith("10.78.0.")
 
@@ -192,16 +196,7 @@ def test_add_reads_live_guards_shadow_writes_status_and_del_survives_deletion(
         "deletionTimestamp"
     ]
     mark = testbed.audit.mark()
-    rm = run_cni(
-        "multus",
-        "DEL",
-        conf,
-        bin_dir=shim_bin,
-        container_id="live1",
-        netns=sandbox,
-        ifname="eth0",
-        cni_args=_args(ns, "workload", uid),
-    )
+    rm = _shim(shim_bin, "DEL", conf, "live1", sandbox, _args(ns, "workload", uid))
     assert rm.returncode == 0, rm.stdout + rm.stderr
     assert testbed.audit.events(since=mark, user=CNI_USER) == []
     calls = [json.loads(line) for line in log.read_text().splitlines()]
@@ -219,30 +214,19 @@ def test_pod_not_found_is_an_empty_success_and_uid_mismatch_fails(
 ):
     conf = _conf(tmp_path, cni_kubeconfig, tmp_path / "log")
     sandbox = netns()
-    gone = run_cni(
-        "multus",
-        "ADD",
-        conf,
-        bin_dir=shim_bin,
-        container_id="nf1",
-        netns=sandbox,
-        ifname="eth0",
-        cni_args=_args(k8s_namespace, "ghost", "u"),
-    )
+    gone = _shim(shim_bin, "ADD", conf, "nf1", sandbox, _args(k8s_namespace, "ghost", "u"))
     assert gone.returncode == 0, gone.stdout
     assert gone.json["ips"] == [{"address": "0.0.0.0/0", "gateway": "0.0.0.0"}]
     assert not (tmp_path / "cache" / "nf1").exists()
 
     _create_pod(testbed.api_client, k8s_namespace, "p2", testbed.node_name, {})
-    wrong = run_cni(
-        "multus",
+    wrong = _shim(
+        shim_bin,
         "ADD",
         conf,
-        bin_dir=shim_bin,
-        container_id="nf2",
-        netns=sandbox,
-        ifname="eth0",
-        cni_args=_args(k8s_namespace, "p2", "00000000-0000-0000-0000-000000000000"),
+        "nf2",
+        sandbox,
+        _args(k8s_namespace, "p2", "00000000-0000-0000-0000-000000000000"),
     )
     assert wrong.returncode == 1
     assert json.loads(wrong.stdout)["msg"].startswith("PodUIDMismatch:")
@@ -255,30 +239,14 @@ def test_missing_nad_and_forbidden_reads_fail_visibly(
     pod = _create_pod(api, k8s_namespace, "p3", testbed.node_name, {keys.NETWORKS_ANNOTATION: "absent"})
     conf = _conf(tmp_path, cni_kubeconfig, tmp_path / "log")
     sandbox = netns()
-    out = run_cni(
-        "multus",
-        "ADD",
-        conf,
-        bin_dir=shim_bin,
-        container_id="m1",
-        netns=sandbox,
-        ifname="eth0",
-        cni_args=_args(k8s_namespace, "p3", pod["metadata"]["uid"]),
-    )
+    out = _shim(shim_bin, "ADD", conf, "m1", sandbox, _args(k8s_namespace, "p3", pod["metadata"]["uid"]))
     assert out.returncode == 1
     assert json.loads(out.stdout)["msg"].startswith("NoNetworkFound:")
     # an identity without RBAC gets a visible refusal, never a stale fallback
     unbound = testbed.issue_identity("cni-shim-unbound", "cni-shim-unbound")
     unbound_conf = dict(conf, kubeconfig=str(unbound))
-    out = run_cni(
-        "multus",
-        "ADD",
-        unbound_conf,
-        bin_dir=shim_bin,
-        container_id="m2",
-        netns=sandbox,
-        ifname="eth0",
-        cni_args=_args(k8s_namespace, "p3", pod["metadata"]["uid"]),
+    out = _shim(
+        shim_bin, "ADD", unbound_conf, "m2", sandbox, _args(k8s_namespace, "p3", pod["metadata"]["uid"])
     )
     assert out.returncode == 1
     assert "403" in json.loads(out.stdout)["msg"]
