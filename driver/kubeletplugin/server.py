@@ -11,7 +11,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +61,22 @@ def _missing(uid: str) -> str:
     return f"claim {uid}: the driver produced no result; kubelet will retry"
 
 
+_Method = tuple[Callable[[Any, grpc.ServicerContext], Any], Any, Any]
+
+
+def _unary_service(service_name: str, methods: Mapping[str, _Method]) -> grpc.GenericRpcHandler:
+    """A gRPC service of unary methods: name -> (handler, request message, response message)."""
+    return grpc.method_handlers_generic_handler(
+        service_name,
+        {
+            name: grpc.unary_unary_rpc_method_handler(
+                fn, request_deserializer=req.FromString, response_serializer=resp.SerializeToString
+            )
+            for name, (fn, req, resp) in methods.items()
+        },
+    )
+
+
 class _DraHandlers:
     """One API version's two RPCs, translating between its messages and NodeService."""
 
@@ -101,18 +117,18 @@ class _DraHandlers:
 
     def generic_handler(self, service_name: str) -> grpc.GenericRpcHandler:
         pb = self._pb
-        return grpc.method_handlers_generic_handler(
+        return _unary_service(
             service_name,
             {
-                "NodePrepareResources": grpc.unary_unary_rpc_method_handler(
+                "NodePrepareResources": (
                     self.prepare,
-                    request_deserializer=pb.NodePrepareResourcesRequest.FromString,
-                    response_serializer=pb.NodePrepareResourcesResponse.SerializeToString,
+                    pb.NodePrepareResourcesRequest,
+                    pb.NodePrepareResourcesResponse,
                 ),
-                "NodeUnprepareResources": grpc.unary_unary_rpc_method_handler(
+                "NodeUnprepareResources": (
                     self.unprepare,
-                    request_deserializer=pb.NodeUnprepareResourcesRequest.FromString,
-                    response_serializer=pb.NodeUnprepareResourcesResponse.SerializeToString,
+                    pb.NodeUnprepareResourcesRequest,
+                    pb.NodeUnprepareResourcesResponse,
                 ),
             },
         )
@@ -150,18 +166,14 @@ class Registration:
 
     def generic_handler(self) -> grpc.GenericRpcHandler:
         pb = pluginregistration_v1_pb2
-        return grpc.method_handlers_generic_handler(
+        return _unary_service(
             "pluginregistration.Registration",
             {
-                "GetInfo": grpc.unary_unary_rpc_method_handler(
-                    self.get_info,
-                    request_deserializer=pb.InfoRequest.FromString,
-                    response_serializer=pb.PluginInfo.SerializeToString,
-                ),
-                "NotifyRegistrationStatus": grpc.unary_unary_rpc_method_handler(
+                "GetInfo": (self.get_info, pb.InfoRequest, pb.PluginInfo),
+                "NotifyRegistrationStatus": (
                     self.notify,
-                    request_deserializer=pb.RegistrationStatus.FromString,
-                    response_serializer=pb.RegistrationStatusResponse.SerializeToString,
+                    pb.RegistrationStatus,
+                    pb.RegistrationStatusResponse,
                 ),
             },
         )
