@@ -40,6 +40,11 @@ class Config:
                 f"CONFIGURATION_MODE {self.configuration_mode!r} is not STANDALONE or MULTUS",
             )
         object.__setattr__(self, "configuration_mode", mode)
+        if not -1 <= self.healthcheck_port <= 65535:
+            raise ConfigError(
+                "InvalidHealthcheckPort",
+                f"HEALTHCHECK_PORT {self.healthcheck_port} must be -1 (off), 0 (any free port) or a TCP port",
+            )
         if self.multus_auto_attach and mode != MULTUS:
             raise ConfigError(
                 "AutoAttachRequiresMultus",

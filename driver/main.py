@@ -31,6 +31,7 @@ def run(cfg: Config, stop: threading.Event) -> None:
     from driver.discovery import discover  # noqa: PLC0415
     from driver.inventory import DeviceState  # noqa: PLC0415
     from driver.kube import KubeClaims, KubePolicySource, KubeSlices, watch_forever  # noqa: PLC0415
+    from driver.kubeletplugin.health import HealthServer  # noqa: PLC0415
     from driver.kubeletplugin.server import KubeletPlugin, SocketPaths  # noqa: PLC0415
     from driver.prepare import Preparer  # noqa: PLC0415
     from driver.slices import SlicePublisher  # noqa: PLC0415
@@ -70,10 +71,15 @@ def run(cfg: Config, stop: threading.Event) -> None:
     )
     plugin = KubeletPlugin(paths, preparer)
     log.info("serving %s and %s", paths.dra_socket, paths.registration_socket)
+    health = HealthServer(paths, cfg.healthcheck_port) if cfg.healthcheck_port >= 0 else None
+    if health is not None:
+        log.info("gRPC health check on port %d", health.port)
     start_threads(stop, controller, source.watch_sources(slices), watch_forever)
     try:
         stop.wait()
     finally:
+        if health is not None:
+            health.stop()
         plugin.stop()
         api.close()
         log.info("stopped")

@@ -64,7 +64,7 @@ def _missing(uid: str) -> str:
 _Method = tuple[Callable[[Any, grpc.ServicerContext], Any], Any, Any]
 
 
-def _unary_service(service_name: str, methods: Mapping[str, _Method]) -> grpc.GenericRpcHandler:
+def unary_service(service_name: str, methods: Mapping[str, _Method]) -> grpc.GenericRpcHandler:
     """A gRPC service of unary methods: name -> (handler, request message, response message)."""
     return grpc.method_handlers_generic_handler(
         service_name,
@@ -117,7 +117,7 @@ class _DraHandlers:
 
     def generic_handler(self, service_name: str) -> grpc.GenericRpcHandler:
         pb = self._pb
-        return _unary_service(
+        return unary_service(
             service_name,
             {
                 "NodePrepareResources": (
@@ -166,7 +166,7 @@ class Registration:
 
     def generic_handler(self) -> grpc.GenericRpcHandler:
         pb = pluginregistration_v1_pb2
-        return _unary_service(
+        return unary_service(
             "pluginregistration.Registration",
             {
                 "GetInfo": (self.get_info, pb.InfoRequest, pb.PluginInfo),

@@ -25,6 +25,7 @@ def test_defaults_match_upstream() -> None:
         ({"node_name": ""}, "MissingNodeName"),
         ({"node_name": "n", "configuration_mode": "NRI"}, "InvalidConfigurationMode"),
         ({"node_name": "n", "multus_auto_attach": True}, "AutoAttachRequiresMultus"),
+        ({"node_name": "n", "healthcheck_port": 70000}, "InvalidHealthcheckPort"),
     ],
 )
 def test_invalid_combinations(kwargs, reason) -> None:

@@ -7,6 +7,8 @@ import grpc
 import pytest
 
 from driver.kubeletplugin.api import ClaimRef, DeviceResult, PrepareOutcome
+from driver.kubeletplugin.gen import health_v1_pb2
+from driver.kubeletplugin.health import HealthServer
 from driver.kubeletplugin.server import KubeletPlugin, SocketPaths
 
 
@@ -99,3 +101,31 @@ def test_stale_sockets_are_replaced_and_removed_on_stop(kubelet_dirs) -> None:
     assert paths.dra_socket.is_socket() and paths.registration_socket.is_socket()
     p.stop(0)
     assert not paths.dra_socket.exists() and not paths.registration_socket.exists()
+
+
+def _check(port: int, service: str = "") -> int:
+    pb = health_v1_pb2
+    with grpc.insecure_channel(f"localhost:{port}") as ch:
+        call = ch.unary_unary(
+            "/grpc.health.v1.Health/Check",
+            request_serializer=pb.HealthCheckRequest.SerializeToString,
+            response_deserializer=pb.HealthCheckResponse.FromString,
+        )
+        return call(pb.HealthCheckRequest(service=service), timeout=10).status
+
+
+def test_health_check_probes_both_sockets(kubelet_dirs) -> None:
+    paths = SocketPaths(kubelet_dirs.registry, kubelet_dirs.plugins)
+    p = KubeletPlugin(paths, RecordingService())
+    health = HealthServer(paths, 0)
+    try:
+        assert _check(health.port) == health_v1_pb2.HealthCheckResponse.SERVING
+        assert _check(health.port, "liveness") == health_v1_pb2.HealthCheckResponse.SERVING
+        with pytest.raises(grpc.RpcError) as err:
+            _check(health.port, "other")
+        assert err.value.code() == grpc.StatusCode.NOT_FOUND
+        p.stop(0)
+        assert _check(health.port) == health_v1_pb2.HealthCheckResponse.NOT_SERVING
+    finally:
+        health.stop()
+        p.stop(0)
