@@ -30,6 +30,7 @@ SERVICE_CIDR = "10.0.0.0/24"
 # Loaded 2-core machines have been seen to need 30-35 s before /readyz; leave ample headroom.
 APISERVER_READY_TIMEOUT = 180.0
 COMPONENT_READY_TIMEOUT = 90.0
+PORT_ATTEMPTS = 3
 KCM_CONTROLLERS = (
     "garbage-collector-controller",
     "namespace-controller",
@@ -213,16 +214,24 @@ def start(
     binaries = Binaries.resolve(tools)
     root = root or runstate.default_root()
     runstate.cleanup_stale(root)
-    state = runstate.new_state(root, run_id, node_name or os.environ.get("TESTBED_NODE_NAME", "sriov-node-0"))
-    state.log_dir.mkdir(parents=True, exist_ok=True)
-    state.save()
-    starter = _Starter(state, detached)
-    try:
-        _bring_up(starter, binaries, crd_dir)
-    except BaseException:
-        runstate.dispose(state, keep_logs=True)
-        raise
-    return TestBed(state, tools)
+    node = node_name or os.environ.get("TESTBED_NODE_NAME", "sriov-node-0")
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        state = runstate.new_state(root, run_id, node)
+        state.log_dir.mkdir(parents=True, exist_ok=True)
+        state.save()
+        try:
+            _bring_up(_Starter(state, detached), binaries, crd_dir)
+            return TestBed(state, tools)
+        except BedStartError as exc:
+            # Ports are picked free but bound later; a bed starting concurrently can take one.
+            retry = attempt < PORT_ATTEMPTS and "address already in use" in exc.message
+            runstate.dispose(state, keep_logs=not retry)
+            if not retry:
+                raise
+        except BaseException:
+            runstate.dispose(state, keep_logs=True)
+            raise
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def _bring_up(starter: _Starter, binaries: Binaries, crd_dir: Path) -> None:

@@ -101,27 +101,29 @@ def _gone(rec: ProcessRecord) -> bool:
     return not is_running(rec.pid, rec.start_ticks)
 
 
-def stop(records: Sequence[ProcessRecord], grace: float = 10.0) -> list[str]:
-    """SIGTERM each record's process group, then SIGKILL what is still there after ``grace``.
+def _signal_and_wait(rec: ProcessRecord, sig: signal.Signals, grace: float) -> bool:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(rec.pid, sig)
+    deadline = time.monotonic() + grace
+    while not _gone(rec):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
+
+def stop(records: Sequence[ProcessRecord], grace: float = 10.0) -> list[str]:
+    """Stop each record's process group in the given order: SIGTERM, then SIGKILL after ``grace``.
+
+    One at a time on purpose: kube-apiserver drains gracefully only while etcd is still up.
     Returns the names that needed SIGKILL (worth reporting: a clean shutdown should not).
     """
-    live = [r for r in records if not _gone(r)]
-    for r in live:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(r.pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and not all(_gone(r) for r in live):
-        time.sleep(0.05)
     killed = []
-    for r in live:
-        if not _gone(r):
-            killed.append(r.name)
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(r.pid, signal.SIGKILL)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and not all(_gone(r) for r in live):
-        time.sleep(0.05)
+    for rec in records:
+        if _gone(rec) or _signal_and_wait(rec, signal.SIGTERM, grace):
+            continue
+        killed.append(rec.name)
+        _signal_and_wait(rec, signal.SIGKILL, grace)
     return killed
 
 
