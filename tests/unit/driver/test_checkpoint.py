@@ -4,6 +4,7 @@ import contextlib
 import hashlib
 import json
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -235,3 +236,41 @@ def test_wrongly_shaped_but_checksummed_json_is_a_typed_error(data: object) -> N
     # any outcome but a typed error or a clean decode is a crash
     with contextlib.suppress(CheckpointError):
         decode(json.dumps(doc).encode())
+
+
+def test_checked_in_version_1_file_still_loads() -> None:
+    """A file written by this format version must stay readable by every later build."""
+    raw = (Path(__file__).parent / "data" / "checkpoint-v1.json").read_bytes()
+    (record,) = decode(raw).values()
+    assert record.pod_uid == "9d3b7e44-0000-4000-8000-0000000000aa"
+    (device,) = record.devices
+    assert (device.device, device.pci_address, device.original_driver) == (
+        "0000-17-00-1",
+        "0000:17:00.1",
+        "mlx5_core",
+    )
+    assert device.config == {"driver": "vfio-pci", "ifName": "net1"}
+    assert device.device_nodes == ("/dev/vfio/42", "/dev/vfio/vfio")
+    assert device.managed_binding is None
+    assert encode(decode(raw)) == raw  # the encoding is canonical
+
+
+def test_concurrent_adds_of_one_claim_uid_admit_exactly_one() -> None:
+    store = PreparedClaims(FailingStorage())
+    start = threading.Barrier(8)
+    outcomes: list[str] = []
+
+    def add(i: int) -> None:
+        start.wait()
+        try:
+            store.add_claim(_claim("c1", f"pod-{i}"))
+            outcomes.append("ok")
+        except CheckpointError as err:
+            outcomes.append(err.reason)
+
+    threads = [threading.Thread(target=add, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["ClaimReleaseInProgress"] * 7 + ["ok"]
