@@ -7,6 +7,7 @@ Pod or NAD read unless the cache is missing (Multus's fallback).
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from cni_shim import cniargs, delegates, netconf, netstatus, plan, protocol, results, versions
 from cni_shim.delegates import Candidate
 from cni_shim.errors import INVALID_NETWORK_CONFIG, TRY_AGAIN_LATER, UNKNOWN_CONTAINER, CniError, KubeApiError
-from cni_shim.interfaces import CacheStore, Clock, Executor, KubeApi, Log
+from cni_shim.interfaces import CacheStore, Clock, Executor, KubeApi, Log, Routes
 from cni_shim.invoke import Attachment, Runner, cache_key, negotiate, probe_versions
 from cni_shim.netconf import NetConf
 from cni_shim.network import Network
@@ -48,6 +49,7 @@ class Services:
     log_for: Callable[[NetConf], Log]
     clock: Clock
     delegate_env: Mapping[str, str]
+    routes: Routes
 
 
 @dataclass(frozen=True)
@@ -261,6 +263,7 @@ def _plan(ctx: _Ctx, candidates: Sequence[Candidate], *, probe: bool) -> plan.Pl
     for cand, ifname, net in zip(candidates, names, networks, strict=True):
         _check_cache_key(net, ctx.req.container_id, ifname, cand.name)
     base_args = cniargs.for_delegate(ctx.pod_args, ctx.req.args)
+    override = delegates.route_override(candidates)
     planned = tuple(
         plan.PlannedDelegate(
             name=cand.name,
@@ -274,6 +277,8 @@ def _plan(ctx: _Ctx, candidates: Sequence[Candidate], *, probe: bool) -> plan.Pl
             ),
             cni_args=base_args,
             add_args=delegates.add_args(cand),
+            route_override=override,
+            default_route=cand.selection.default_route if cand.selection is not None else (),
         )
         for cand, ifname, net in zip(candidates, names, networks, strict=True)
     )
@@ -351,7 +356,11 @@ def _add(ctx: _Ctx) -> Json:
                 exc.code,
                 exc.cni_details,
             ) from exc
-        ctx.log.verbose(f"Add: {ctx.pod_args.label()}:{d.name}({net.name}):{d.ifname} {result}")
+        if d.route_override and (result.get("interfaces") or result.get("ips")):
+            att = _attachment(ctx, the_plan, d, adding=True)
+            ctx.svc.routes.replace_defaults(att.netns, d.ifname, d.default_route)
+            runner.rewrite_default_routes(net, d.cni_version, att, d.default_route)
+        ctx.log.verbose(f"Add: {ctx.pod_args.label()}:{d.name}({net.name}):{d.ifname} {json.dumps(result)}")
         if master_result is None or d.master:
             master_result = result
         entries.extend(netstatus.statuses(result, d.name, d.master))

@@ -247,6 +247,16 @@ def add_args(cand: Candidate) -> tuple[tuple[str, str], ...]:
     return tuple(extra)
 
 
+def _asks_default_route(sel: NetworkSelection | None) -> bool:
+    # Presence counts, even as []: Go decodes a present list to non-nil; null stays nil.
+    return sel is not None and any(k.lower() == "default-route" and v is not None for k, v in sel.raw.items())
+
+
+def route_override(candidates: Sequence[Candidate]) -> bool:
+    """Multus §5.3: once any selection carries default-route, every interface's defaults are replaced."""
+    return any(_asks_default_route(c.selection) for c in candidates)
+
+
 def check_default_routes(candidates: Sequence[Candidate]) -> None:
     """Multus refuses more than one requested default gateway per address family (no ECMP)."""
     v4 = v6 = 0

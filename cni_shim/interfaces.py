@@ -42,6 +42,12 @@ class KubeApi(Protocol):
     def replace_pod_status(self, pod: Mapping[str, Any]) -> None: ...
 
 
+class Routes(Protocol):
+    """Default routes inside a Pod network namespace (Multus default-route handling)."""
+
+    def replace_defaults(self, netns: str, ifname: str, gateways: Sequence[str]) -> None: ...
+
+
 class Clock(Protocol):
     def monotonic(self) -> float: ...
 

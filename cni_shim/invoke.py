@@ -164,6 +164,22 @@ class Runner:
         }
         return json.dumps(doc).encode()
 
+    def rewrite_default_routes(
+        self, net: Network, version: str, att: Attachment, gateways: Sequence[str]
+    ) -> None:
+        """Make the cached result (what DEL and CHECK see) match the replaced default routes."""
+        key = cache_key(net.name, att.container_id, att.ifname)
+        data = self._store.load_result(key)
+        if data is None:
+            return
+        doc = json.loads(data)
+        current = results.to_current(doc["result"], version)
+        routes = [r for r in current.get("routes", []) if not results.is_default_route(r)]
+        routes += [{"dst": "::/0" if ":" in gw else "0.0.0.0/0", "gw": gw} for gw in gateways]
+        current["routes"] = routes
+        doc["result"] = results.convert(current, version)
+        self._store.save_result(key, json.dumps(doc).encode())
+
     def cached_result(self, net: Network, att: Attachment, version: str) -> Json | None:
         data = self._store.load_result(cache_key(net.name, att.container_id, att.ifname))
         if data is None:

@@ -28,6 +28,9 @@ class PlannedDelegate:
     capability_args: dict[str, Any] = field(default_factory=dict)
     cni_args: tuple[tuple[str, str], ...] = ()
     add_args: tuple[tuple[str, str], ...] = ()
+    # Multus default-route handling (ADD only): replace this interface's default routes.
+    route_override: bool = False
+    default_route: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

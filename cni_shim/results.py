@@ -142,6 +142,14 @@ def _route_family(route: Json) -> int:
         return 0
 
 
+def is_default_route(route: Json) -> bool:
+    """A route to 0.0.0.0/0 or ::/0 however it is spelled (Multus compares strings; we compare networks)."""
+    try:
+        return ipaddress.ip_network(str(route.get("dst", "")), strict=False).prefixlen == 0
+    except ValueError:
+        return False
+
+
 def placeholder(ifname: str, netns: str) -> Json:
     """Multus's success result for a Pod that no longer exists: nothing was attached."""
     return {

@@ -11,6 +11,7 @@ from cni_shim.execution import ProcessExecutor
 from cni_shim.interfaces import KubeApi
 from cni_shim.logs import Logger
 from cni_shim.netconf import NetConf
+from cni_shim.routes import IpRoutes
 
 
 class SystemClock:
@@ -52,4 +53,5 @@ def services(env: Mapping[str, str]) -> Services:
         log_for=lambda conf: Logger(conf.log_level, conf.log_to_stderr, conf.log_file),
         clock=SystemClock(),
         delegate_env=dict(env),
+        routes=IpRoutes(),
     )

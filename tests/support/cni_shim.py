@@ -167,6 +167,14 @@ class ListLog:
 
 
 @dataclass
+class FakeRoutes:
+    calls: list[tuple[str, str, tuple[str, ...]]] = field(default_factory=list)
+
+    def replace_defaults(self, netns: str, ifname: str, gateways: Sequence[str]) -> None:
+        self.calls.append((netns, ifname, tuple(gateways)))
+
+
+@dataclass
 class Outcome:
     status: int
     stdout: str
@@ -189,6 +197,7 @@ class ShimHarness:
         self.kube: FakeKube | None = FakeKube()
         self.clock = FakeClock()
         self.log = ListLog()
+        self.routes = FakeRoutes()
 
     def services(self, env: Mapping[str, str]) -> Services:
         def kube_for(conf: NetConf) -> FakeKube | None:
@@ -201,6 +210,7 @@ class ShimHarness:
             log_for=lambda conf: self.log,
             clock=self.clock,
             delegate_env={"PATH": os.environ.get("PATH", "")},
+            routes=self.routes,
         )
 
     def conf(self, **overrides: Any) -> dict[str, Any]:

@@ -364,3 +364,33 @@ def test_del_adopts_a_cache_written_by_multus_for_in_place_upgrade(shim):
     assert shim.executor.calls[1].stdin["runtimeConfig"] == {"mac": "c2:11:22:33:44:66"}
     assert shim.kube.reads == []
     assert shim.plan_doc() is None
+
+
+def test_default_route_request_replaces_every_interfaces_defaults_and_the_cached_result(shim):
+    sel = [{"name": "net-a"}, {"name": "net-b", "default-route": ["10.1.0.1"]}]
+    shim.kube.add_pod("ns1", "pod1", "uid-1", {NETWORKS: json.dumps(sel)})
+    shim.kube.add_nad("ns1", "net-a", _nad_conf("a", "plug-a"))
+    shim.kube.add_nad("ns1", "net-b", _nad_conf("b", "plug-b"))
+    shim.executor.results["plug-b"] = {
+        "interfaces": [{"name": "net2", "sandbox": "/run/netns/t1"}],
+        "ips": [{"address": "10.1.0.5/24", "interface": 0}],
+        "routes": [{"dst": "0.0.0.0/0", "gw": "10.1.0.254"}, {"dst": "10.9.0.0/16"}],
+    }
+    out = shim.run("ADD", shim.conf())
+    assert out.status == 0, out.stdout
+    assert shim.routes.calls == [
+        ("/run/netns/t1", "eth0", ()),
+        ("/run/netns/t1", "net1", ()),
+        ("/run/netns/t1", "net2", ("10.1.0.1",)),
+    ]
+    cached = json.loads((shim.cni_dir / "results" / "b-c1-net2").read_text())
+    assert cached["result"]["routes"] == [{"dst": "10.9.0.0/16"}, {"dst": "0.0.0.0/0", "gw": "10.1.0.1"}]
+    # the runtime's result is the plugin's own, untouched (Multus)
+    assert out.json["interfaces"][0]["name"] == "eth0"
+
+
+def test_without_default_route_requests_no_route_is_touched(shim):
+    shim.kube.add_pod("ns1", "pod1", "uid-1", {NETWORKS: '[{"name":"net-a","default-route":null}]'})
+    shim.kube.add_nad("ns1", "net-a", _nad_conf("a", "plug-a"))
+    assert shim.run("ADD", shim.conf()).status == 0
+    assert shim.routes.calls == []

@@ -1,0 +1,36 @@
+"""The route adapter: replace an interface's default routes inside a Pod netns with `ip` via nsenter.
+
+Only Pods whose selections carry `default-route` reach this, so it runs the iproute2 tools
+rather than loading a netlink library into every CNI start.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+
+from cni_shim.errors import CniError
+
+
+def _ip(netns: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["nsenter", f"--net={netns}", "ip", *args], capture_output=True, text=True, check=False, timeout=10
+    )
+
+
+class IpRoutes:
+    def replace_defaults(self, netns: str, ifname: str, gateways: Sequence[str]) -> None:
+        for family, default in (("-4", "0.0.0.0/0"), ("-6", "::/0")):
+            out = _ip(netns, family, "route", "flush", "exact", default, "dev", ifname)
+            if out.returncode != 0:
+                raise CniError(
+                    "DefaultRouteFailed", f"error deleting default gateway on {ifname}: {out.stderr.strip()}"
+                )
+        for gw in gateways:
+            family = "-6" if ":" in gw else "-4"
+            out = _ip(netns, family, "route", "add", "default", "via", gw, "dev", ifname)
+            if out.returncode != 0 and "File exists" not in out.stderr:
+                raise CniError(
+                    "DefaultRouteFailed",
+                    f"error setting default gateway {gw} on {ifname}: {out.stderr.strip()}",
+                )

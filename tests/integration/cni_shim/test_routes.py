@@ -1,0 +1,46 @@
+"""The route adapter on a real network namespace: default routes replaced, others kept."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cni_shim.errors import CniError
+from cni_shim.routes import IpRoutes
+
+pytestmark = pytest.mark.netns
+
+
+def _ip(netns: str, *args: str) -> str:
+    return subprocess.run(
+        ["ip", "-n", Path(netns).name, *args], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def test_replace_defaults_in_a_real_netns(netns):
+    ns = netns()
+    name = Path(ns).name
+    subprocess.run(
+        ["ip", "-n", name, "link", "add", "net1", "type", "veth", "peer", "name", "peer1"], check=True
+    )
+    for cmd in (
+        ["link", "set", "net1", "up"],
+        ["link", "set", "peer1", "up"],
+        ["addr", "add", "10.5.0.2/24", "dev", "net1"],
+        ["route", "add", "default", "via", "10.5.0.254", "dev", "net1"],
+        ["route", "add", "10.9.0.0/16", "via", "10.5.0.254", "dev", "net1"],
+    ):
+        subprocess.run(["ip", "-n", name, *cmd], check=True)
+    IpRoutes().replace_defaults(ns, "net1", ["10.5.0.1"])
+    routes = _ip(ns, "route", "show")
+    assert [line.strip() for line in routes.splitlines() if line.startswith("default")] == [
+        "default via 10.5.0.1 dev net1"
+    ]
+    assert "10.9.0.0/16 via 10.5.0.254 dev net1" in routes
+    IpRoutes().replace_defaults(ns, "net1", [])
+    assert "default" not in _ip(ns, "route", "show")
+    with pytest.raises(CniError) as err:
+        IpRoutes().replace_defaults(ns, "net1", ["10.77.0.1"])  # not on-link
+    assert err.value.reason == "DefaultRouteFailed"
