@@ -394,3 +394,41 @@ def test_without_default_route_requests_no_route_is_touched(shim):
     shim.kube.add_nad("ns1", "net-a", _nad_conf("a", "plug-a"))
     assert shim.run("ADD", shim.conf()).status == 0
     assert shim.routes.calls == []
+
+
+@pytest.mark.parametrize(
+    ("annotation", "expected"),
+    [
+        ("other/net-x@eth1", [("other", "net-x", "eth1")]),
+        ('[{"name":"net-x","namespace":"other","interface":"eth1"}]', [("other", "net-x", "eth1")]),
+        ("net-a, other/net-x", [("ns1", "net-a", "net1"), ("other", "net-x", "net2")]),
+        ('[{"name":"net-a"},{"name":"net-a"}]', [("ns1", "net-a", "net1"), ("ns1", "net-a", "net2")]),
+        ("", []),
+        ("[]", []),
+    ],
+)
+def test_multus_annotation_cases_resolve_namespaces_and_interfaces(shim, annotation, expected):
+    shim.kube.add_pod("ns1", "pod1", "uid-1", {NETWORKS: annotation})
+    shim.kube.add_nad("ns1", "net-a", _nad_conf("a", "plug-a"))
+    shim.kube.add_nad("other", "net-x", _nad_conf("x", "plug-x"))
+    assert shim.run("ADD", shim.conf()).status == 0
+    nad_reads = [(ns, name) for kind, ns, name in shim.kube.reads if kind == "nad"]
+    assert nad_reads == [(ns, name) for ns, name, _ in expected]
+    assert [c.ifname for c in shim.executor.calls[1:]] == [ifname for _, _, ifname in expected]
+
+
+@pytest.mark.parametrize(
+    "annotation", ['{"name":"a"}', "a/b/c", "net@a@b", "UPPER", '[{"name":"a","ips":["nope"]}]', "[null]"]
+)
+def test_invalid_annotations_fail_add_before_any_delegate(shim, annotation):
+    shim.kube.add_pod("ns1", "pod1", "uid-1", {NETWORKS: annotation})
+    out = shim.run("ADD", shim.conf())
+    assert out.status == 1
+    assert out.json["code"] == 7
+    assert out.json["msg"].startswith("InvalidNetworksAnnotation:")
+    assert shim.executor.calls == []
+
+
+def test_static_pods_are_exempt_from_the_uid_check(shim):
+    shim.kube.add_pod("ns1", "pod1", "mirror-uid", {"kubernetes.io/config.source": "file"})
+    assert shim.run("ADD", shim.conf()).status == 0
