@@ -56,7 +56,6 @@ class Services:
 class _Ctx:
     req: protocol.Request
     conf: NetConf
-    raw: Json
     version: str
     pod_args: cniargs.PodArgs
     svc: Services
@@ -77,7 +76,7 @@ def handle(req: protocol.Request, svc: Services) -> Json | None:
     version = protocol.check_config(req.command, raw)
     conf = netconf.load(raw)
     pod_args = cniargs.parse(req.args) if req.command in ("ADD", "DEL", "CHECK") else cniargs.PodArgs()
-    ctx = _Ctx(req, conf, raw, version, pod_args, svc, svc.store_for(conf.cni_dir), svc.log_for(conf))
+    ctx = _Ctx(req, conf, version, pod_args, svc, svc.store_for(conf.cni_dir), svc.log_for(conf))
     if req.command == "ADD":
         return _add(ctx)
     if req.command == "DEL":
@@ -312,7 +311,7 @@ def _check_cache_key(net: Network, container_id: str, ifname: str, what: str) ->
 def _attachment(ctx: _Ctx, p: plan.Plan, d: plan.PlannedDelegate, *, adding: bool) -> Attachment:
     return Attachment(
         container_id=p.container_id,
-        netns=p.netns if not ctx.req.netns else ctx.req.netns,
+        netns=ctx.req.netns or p.netns,
         ifname=d.ifname,
         cni_args=d.cni_args + (d.add_args if adding else ()),
         capability_args=d.capability_args,
