@@ -202,7 +202,8 @@ def decode(raw: bytes, path: str = "<checkpoint>") -> dict[str, ClaimRecord]:
     """Parse and verify checkpoint bytes; any damage raises CheckpointError, never anything else."""
     try:
         doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+    # ValueError also covers integers longer than Python's int-conversion digit limit.
+    except (ValueError, RecursionError) as exc:
         raise _corrupt(path, f"not JSON: {exc.__class__.__name__}") from None
     version = _get(doc, "version", int, "top level", path)
     if version != CHECKPOINT_VERSION:

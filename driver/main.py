@@ -135,6 +135,20 @@ def cli(**opts: Any) -> None:
     except ReasonedError as err:
         click.echo(f"sriov-dra-driver: {err.reason}: {err.message}", err=True)
         sys.exit(2)
+    except ModuleNotFoundError as err:
+        if not (err.name or "").startswith("driver.kubeletplugin.gen"):
+            raise
+        click.echo(
+            "sriov-dra-driver: StubsNotGenerated: the kubelet gRPC stubs are missing; run 'make gen'",
+            err=True,
+        )
+        sys.exit(2)
+    except Exception as err:
+        # Start-up failures (API server unreachable, permissions, sockets) end with one line; the
+        # traceback goes to the debug log only.
+        log.debug("start-up failed", exc_info=True)
+        click.echo(f"sriov-dra-driver: StartupFailed: {err.__class__.__name__}: {err}", err=True)
+        sys.exit(1)
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ import json
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Final, TypeAlias
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +41,11 @@ class JsonObject(dict[str, JsonValue]):
 class RawJsonError(ValueError):
     """The text is not a single well-formed JSON value."""
 
+
+# Deeper documents are refused as malformed: the stdlib decoder and dumps() recurse per level and
+# would otherwise hit the interpreter's recursion limit (dumps at about 330 levels) with a bare
+# RecursionError. No CNI configuration or network selection comes anywhere near this depth.
+MAX_DEPTH: Final = 128
 
 _INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -70,7 +75,22 @@ def loads(text: str | bytes) -> JsonValue:
         )
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise RawJsonError(str(exc)) from exc
+    except RecursionError:
+        raise RawJsonError(f"nests deeper than {MAX_DEPTH} levels") from None
+    _check_depth(value)
     return value
+
+
+def _check_depth(value: JsonValue) -> None:
+    stack: list[tuple[JsonValue, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > MAX_DEPTH:
+            raise RawJsonError(f"nests deeper than {MAX_DEPTH} levels")
+        stack.extend((child, depth + 1) for child in children)
 
 
 def _string(s: str) -> str:
