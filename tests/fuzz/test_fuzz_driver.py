@@ -23,13 +23,12 @@ from hypothesis import strategies as st
 from driver import checkpoint
 from driver.core.render import render_shadow_config
 from driver.core.selection import ManagedBinding, merge_managed_selections, release_claim_selections
-from driver.core.template import NamespacedName
 from sriov_contract.errors import ReasonedError
-from sriov_contract.identity import config_sha256, shadow_name_for
+from sriov_contract.identity import config_sha256
 from sriov_contract.keys import NETWORKS_ANNOTATION, REGISTRY_ANNOTATION
-from sriov_contract.registry import RegistryEntry
 from tests.fuzz.hostile import emit, hostile_text, json_values
 from tests.fuzz.test_fuzz_annotations import NETWORK_SEEDS, assert_typed
+from tests.unit.driver_core import test_selection
 
 PCI = "0000:03:00.1"
 NS = "ai-workloads"
@@ -95,25 +94,11 @@ def test_fuzz_render_shadow_config(nad: Any, pci: str) -> None:
     assert again.config == rendered.config
 
 
-POD_UID = "00000000-0000-0000-0000-0000000000aa"
-CLAIM = "00000000-0000-0000-0000-0000000000c1"
+# The selection unit tests' binding builder: same Pod, claim and namespace as used here.
+POD_UID, CLAIM = test_selection.POD_UID, test_selection.CLAIM_A
 
 
-def _binding(n: int) -> ManagedBinding:
-    attachment = hashlib.sha256(f"att-{n}".encode()).hexdigest()
-    entry = RegistryEntry(
-        attachment_id=attachment,
-        claim_uid=CLAIM,
-        namespace=NS,
-        name=shadow_name_for(attachment),
-        uid=f"00000000-0000-0000-0000-{n:012d}",
-        interface=f"dra{n}",
-        config_sha256="ab" * 32,
-    )
-    return ManagedBinding(entry, NamespacedName(NS, "rail-a-net"))
-
-
-DESIRED = [_binding(1), _binding(2)]
+DESIRED: list[ManagedBinding] = [test_selection.binding(1), test_selection.binding(2)]
 _OWNED = DESIRED[0].entry
 REGISTRY_SEEDS: list[Any] = [
     {"version": 1, "podUID": POD_UID, "entries": [_OWNED.to_dict()]},
