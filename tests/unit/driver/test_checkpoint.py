@@ -274,3 +274,10 @@ def test_concurrent_adds_of_one_claim_uid_admit_exactly_one() -> None:
     for t in threads:
         t.join()
     assert sorted(outcomes) == ["ClaimReleaseInProgress"] * 7 + ["ok"]
+
+
+def test_over_long_integer_is_a_typed_error() -> None:
+    # json.loads raises a plain ValueError (not JSONDecodeError) past Python's int-digit limit
+    with pytest.raises(CheckpointError) as err:
+        decode(b'{"version":' + b"9" * 5000 + b"}")
+    assert err.value.reason == "CorruptCheckpoint"
