@@ -251,8 +251,18 @@ class Rule:
         target = parse_target(path)
         return target is not None and all(v is None or getattr(target, k) == v for k, v in wanted.items())
 
-    def _due(self) -> bool:
-        return self.seen > self.after and (self.times is None or self.fired < self.times)
+    def offer(self, method: str, path: str, *, taken: bool = False) -> bool:
+        """Count a request if this rule matches it; True when this rule's fault goes into it.
+
+        ``taken``: an earlier rule already fires on this request (it still counts here).
+        """
+        if not self.matches(method, path):
+            return False
+        self.seen += 1
+        if taken or self.seen <= self.after or self.exhausted:
+            return False
+        self.fired += 1
+        return True
 
     @property
     def exhausted(self) -> bool:
@@ -404,11 +414,7 @@ class FaultProxy:
         chosen: Fault | None = None
         with self._lock:
             for rule in self._rules:
-                if not rule.matches(method, path):
-                    continue
-                rule.seen += 1
-                if chosen is None and rule._due():
-                    rule.fired += 1
+                if rule.offer(method, path, taken=chosen is not None):
                     chosen = rule.fault
         return chosen
 
