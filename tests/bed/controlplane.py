@@ -101,6 +101,8 @@ def apiserver_args(binary: Path, state: runstate.BedState, etcd_port: int, port:
         f"--service-account-key-file={pkid / 'sa.pub'}",
         f"--service-account-signing-key-file={pkid / 'sa.key'}",
         f"--service-cluster-ip-range={SERVICE_CIDR}",
+        # Real clusters allow privileged Pods; our DaemonSets need it to pass server-side dry run.
+        "--allow-privileged=true",
         f"--audit-policy-file={state.run_dir / 'audit-policy.yaml'}",
         f"--audit-log-path={state.audit_log}",
         "--audit-log-format=json",
