@@ -137,6 +137,13 @@ class Preparer:
             )
         recorded = self._checkpoint.snapshot_claim(ref.uid)
         if recorded is not None:
+            consumer = _consumer_pod(claim, where)
+            if consumer != recorded.pod_uid:
+                raise PrepareError(
+                    "ClaimReleaseInProgress",
+                    f"{where} is still prepared for Pod {recorded.pod_uid}; Pod {consumer} can use it "
+                    "once kubelet has unprepared it for the old Pod",
+                )
             self._ensure_cdi(recorded)
             return _results(recorded)
         allocated = self._allocated(claim, where)

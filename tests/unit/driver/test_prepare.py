@@ -253,3 +253,16 @@ def test_checkpoint_write_failure_rolls_back_driver_and_cdi(tmp_path: Path) -> N
         ("restore", "0000:17:00.1", "mlx5_core"),
     ]
     assert not env.cdi.exists("ua")
+
+
+def test_claim_still_prepared_for_an_old_pod_is_refused_for_a_new_one(tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    obj = claim("a", "ua", "pod-1", [("vf", "0000-17-00-1")])
+    ref = env.claims.add(obj)
+    assert env.preparer.prepare([ref])["ua"].error == ""
+    obj["status"]["reservedFor"] = [{"resource": "pods", "name": "pod-pod-2", "uid": "pod-2"}]
+    out = env.preparer.prepare([ref])["ua"]
+    assert out.error.startswith("ClaimReleaseInProgress:") and "pod-1" in out.error
+    env.preparer.unprepare([ref])
+    assert env.preparer.prepare([ref])["ua"].error == ""
+    assert env.checkpoint.snapshot_claim("ua").pod_uid == "pod-2"
