@@ -10,6 +10,7 @@ deleted behind our back (kubelet wipes a node's slices when it restarts).
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -31,7 +32,25 @@ class DesiredSlices:
     rejected: dict[str, str] = field(default_factory=dict)
 
 
+_C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,31}$")
+_DNS_SUBDOMAIN = re.compile(r"^(?=.{1,63}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def _valid_qualified_name(key: str) -> bool:
+    domain, _, name = key.rpartition("/")
+    return bool(_C_IDENTIFIER.match(name)) and (
+        (not domain and "/" not in key) or bool(_DNS_SUBDOMAIN.match(domain))
+    )
+
+
 def _device_problem(device: AdvertisedDevice) -> str | None:
+    # One invalid device would make the API server refuse the whole slice, hiding every VF.
+    bad = sorted(k for k in device.attributes if not _valid_qualified_name(k))
+    if bad:
+        return (
+            f"InvalidAttributeName: device {device.vf.name} has attribute name(s) {bad} that are not "
+            "'<DNS subdomain>/<C identifier of at most 32 characters>'; fix the DeviceAttributes keys"
+        )
     count = len(device.attributes)
     if count > MAX_ATTRIBUTES_AND_CAPACITIES:
         return (

@@ -81,3 +81,13 @@ def test_publisher_bumps_generation_only_on_change_and_recreates_deleted() -> No
     api.objects.clear()  # kubelet wiped the node's slices
     pub.publish([dev(0)])
     assert len(api.objects) == 1
+
+
+def test_device_with_an_invalid_attribute_name_is_rejected_not_the_whole_slice() -> None:
+    good = dev(0)
+    bad_names = ["Example.com/k", "example.com/has-dash", "a/b/c", "example.com/" + "x" * 33, "/k"]
+    bad = [AdvertisedDevice(dev(i + 1).vf, {k: {"string": "v"}}) for i, k in enumerate(bad_names)]
+    ok_plain = AdvertisedDevice(dev(9).vf, {"plainName_1": {"int": 1}})
+    out = desired_slices("node-a", "u", [good, *bad, ok_plain], 1)
+    assert [d["name"] for d in out.slices[0]["spec"]["devices"]] == [good.vf.name, ok_plain.vf.name]
+    assert all(out.rejected[d.vf.name].startswith("InvalidAttributeName:") for d in bad)
