@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from driver.inventory import DeviceState
-from driver.policy import PolicyOutcome, evaluate
-from driver.slices import DesiredSlices, SlicePublisher
+from driver.policy import evaluate
+from driver.slices import SlicePublisher
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +44,6 @@ class PolicyController:
         self._publisher = publisher
         self._managed = managed
         self._trigger = threading.Event()
-        self.last_outcome = PolicyOutcome()
-        self.last_slices: DesiredSlices | None = None
-        self.reconciles = 0
 
     def trigger(self) -> None:
         self._trigger.set()
@@ -72,9 +69,7 @@ class PolicyController:
                 len(outcome.blocked),
             )
         # Publish even when membership did not change: the slices may have been deleted or edited.
-        self.last_slices = self._publisher.publish(self._state.advertised())
-        self.last_outcome = outcome
-        self.reconciles += 1
+        self._publisher.publish(self._state.advertised())
 
     def run(self, stop: threading.Event) -> None:
         self._trigger.set()
