@@ -8,12 +8,15 @@ import sys
 import threading
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from driver.config import Config
 from sriov_contract.errors import ReasonedError
+
+if TYPE_CHECKING:
+    from driver.kubeletplugin.server import KubeletPlugin
 
 log = logging.getLogger("sriov-dra-driver")
 
@@ -75,6 +78,7 @@ def run(cfg: Config, stop: threading.Event) -> None:
     if health is not None:
         log.info("gRPC health check on port %d", health.port)
     start_threads(stop, controller, source.watch_sources(slices), watch_forever)
+    threading.Thread(target=_report_registration, args=(plugin, cfg.registrar_dir), daemon=True).start()
     try:
         stop.wait()
     finally:
@@ -83,6 +87,16 @@ def run(cfg: Config, stop: threading.Event) -> None:
         plugin.stop()
         api.close()
         log.info("stopped")
+
+
+def _report_registration(plugin: KubeletPlugin, registry_dir: Path) -> None:
+    # Upstream aborts after 30 s without kubelet; we keep serving (kubelet may start later) but say so.
+    if plugin.registration.wait_registered(30.0):
+        log.info("kubelet registered the plugin")
+    else:
+        log.warning(
+            "kubelet has not registered the plugin after 30 s; is %s kubelet's plugin registry?", registry_dir
+        )
 
 
 @click.command(context_settings={"auto_envvar_prefix": None, "show_default": True})

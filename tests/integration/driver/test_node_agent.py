@@ -198,6 +198,11 @@ def test_registration_handshake(agent, fake_kubelet_factory) -> None:
     assert info.endpoint == str(agent.dirs.plugins / DRIVER / "dra.sock")
     assert info.supported_versions[0] == "v1.DRAPlugin"
     assert kubelet.prepare([]) == {}
+    wait_for(
+        lambda: "kubelet registered the plugin" in agent.output(),
+        10,
+        what="the agent to log the registration",
+    )
 
 
 def test_slices_follow_policies_and_survive_deletion(agent, testbed, k8s_namespace, fake_node) -> None:
