@@ -1,6 +1,6 @@
 """Fakes and fixtures for the cni-shim core: an in-memory API, a scripted plugin executor, a clock.
 
-Fixtures: ``shim`` (a ShimHarness on tmp_path with fake adapters). The fakes are for pure unit
+Fixtures: ``shim`` (a ShimHarness on tmp_path with fake adapters), ``veth`` (a host veth pair). The fakes are for pure unit
 tests; integration tests drive the real executable against the real API server and plugins.
 """
 
@@ -10,7 +10,9 @@ import copy
 import hashlib
 import json
 import os
-from collections.abc import Mapping, Sequence
+import secrets
+import subprocess
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -260,6 +262,16 @@ class ShimHarness:
 @pytest.fixture
 def shim(tmp_path: Path) -> ShimHarness:
     return ShimHarness(tmp_path)
+
+
+@pytest.fixture
+def veth() -> Iterator[str]:
+    """A host veth pair; host-device can move its first end into a Pod netns. Removed after."""
+    name = f"hd{secrets.token_hex(3)}"
+    subprocess.run(["ip", "link", "add", name, "type", "veth", "peer", "name", f"{name}p"], check=True)
+    yield name
+    subprocess.run(["ip", "link", "del", name], check=False, capture_output=True)
+    subprocess.run(["ip", "link", "del", f"{name}p"], check=False, capture_output=True)
 
 
 # ---------------------------------------------------------------- managed shadows (spec 6.4)

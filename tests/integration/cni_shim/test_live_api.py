@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -77,8 +78,17 @@ def _conf(tmp_path: Path, kubeconfig: Path, log: Path) -> dict[str, Any]:
             {
                 "cniVersion": "1.0.0",
                 "name": "podnet",
-                "type": "ptp",
-                "ipam": {"type": "host-local", "subnet": "10.78.0.0/24", "dataDir": str(tmp_path / "ipam")},
+                "plugins": [
+                    {
+                        "type": "ptp",
+                        "ipam": {
+                            "type": "host-local",
+                            "subnet": "10.78.0.0/24",
+                            "dataDir": str(tmp_path / "ipam"),
+                        },
+                    },
+                    {"type": "tuning", "sysctl": {"net.ipv4.conf.all.log_martians": "1"}},
+                ],
             }
         ],
         "logLevel": "verbose",
@@ -103,7 +113,7 @@ def _args(ns: str, name: str, uid: str) -> str:
 
 
 def test_add_reads_live_guards_shadow_writes_status_and_del_survives_deletion(
-    testbed, k8s_namespace, cni_kubeconfig, shim_bin, netns, tmp_path
+    testbed, k8s_namespace, cni_kubeconfig, shim_bin, netns, veth, tmp_path
 ):
     api = testbed.api_client
     ns = k8s_namespace
@@ -129,6 +139,13 @@ def test_add_reads_live_guards_shadow_writes_status_and_del_survives_deletion(
         },
     )
     assert side["metadata"]["name"] == "side"
+    hd_config = {
+        "cniVersion": "1.0.0",
+        "type": "host-device",
+        "device": veth,
+        "ipam": {"type": "static", "addresses": [{"address": "192.0.2.20/24"}]},
+    }
+    _create_nad(api, ns, {"metadata": {"name": "hd"}, "spec": {"config": json.dumps(hd_config)}})
     pod = _create_pod(api, ns, "workload", testbed.node_name, {})
     uid = pod["metadata"]["uid"]
     # The driver's work, done by hand: a protected shadow owned by the Pod, plus the Pod's selections.
@@ -147,7 +164,7 @@ def test_add_reads_live_guards_shadow_writes_status_and_del_survives_deletion(
     )
     created = _create_nad(api, ns, shadow["nad"])
     shadow["entry"]["uid"] = created["metadata"]["uid"]
-    selections = [{"name": "side"}, shadow["selection"]]
+    selections = [{"name": "side"}, {"name": "hd"}, shadow["selection"]]
     client.CoreV1Api(api).patch_namespaced_pod(
         "workload",
         ns,
@@ -176,8 +193,10 @@ def test_add_reads_live_guards_shadow_writes_status_and_del_survives_deletion(
     assert [(s["name"], s.get("interface"), s.get("default", False)) for s in status] == [
         ("podnet", "eth0", True),
         (f"{ns}/side", "net1", False),
+        (f"{ns}/hd", "net2", False),
         (f"{ns}/{shadow['name']}", "dra0", False),
     ]
+    assert status[2]["ips"] == ["192.0.2.20"]
     events = testbed.audit.events(since=mark, user=CNI_USER)
     asked = sorted({(e.verb, e.resource, e.subresource) for e in events})
     assert asked == [
@@ -191,6 +210,7 @@ def test_add_reads_live_guards_shadow_writes_status_and_del_survives_deletion(
     client.CoreV1Api(api).delete_namespaced_pod("workload", ns, grace_period_seconds=0)
     objs = client.CustomObjectsApi(api)
     objs.delete_namespaced_custom_object(*NAD[:2], ns, NAD[2], "side")
+    objs.delete_namespaced_custom_object(*NAD[:2], ns, NAD[2], "hd")
     objs.delete_namespaced_custom_object(*NAD[:2], ns, NAD[2], shadow["name"])
     assert objs.get_namespaced_custom_object(*NAD[:2], ns, NAD[2], shadow["name"])["metadata"][
         "deletionTimestamp"
@@ -203,6 +223,8 @@ def test_add_reads_live_guards_shadow_writes_status_and_del_survives_deletion(
     assert [(c["command"], c["env"]["CNI_IFNAME"]) for c in calls] == [("ADD", "dra0"), ("DEL", "dra0")]
     assert not (tmp_path / "cache" / "live1").exists()
     assert not any(f.startswith("10.") for d in ("podnet", "side") for f in os.listdir(tmp_path / "ipam" / d))
+    # host-device gave the veth back to the host
+    assert subprocess.run(["ip", "link", "show", veth], capture_output=True, check=False).returncode == 0
     # release the shadow as the driver would
     objs.patch_namespaced_custom_object(
         *NAD[:2], ns, NAD[2], shadow["name"], {"metadata": {"finalizers": None}}

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import subprocess
 from pathlib import Path
 
@@ -23,12 +22,13 @@ SHIM = Path(os.environ.get("VIRTUAL_ENV", Path(__file__).resolve().parents[3] / 
 
 @pytest.fixture
 def shim_bin(tmp_path: Path, cni_bin_dir: Path) -> Path:
-    """The plugin dir plus the shim installed under Multus's file name (drop-in)."""
+    """The plugin dir plus the shim, as `cni-shim` and under Multus's file name (drop-in)."""
     out = tmp_path / "bin"
     out.mkdir()
     for entry in cni_bin_dir.iterdir():
         (out / entry.name).symlink_to(entry)
     (out / "multus").symlink_to(SHIM)
+    (out / "cni-shim").symlink_to(SHIM)
     return out
 
 
@@ -36,16 +36,6 @@ def _ip(netns: str, *args: str) -> str:
     return subprocess.run(
         ["ip", "-n", Path(netns).name, *args], capture_output=True, text=True, check=False
     ).stdout
-
-
-@pytest.fixture
-def veth():
-    """A host veth pair whose first end host-device can move into a Pod netns."""
-    name = f"hd{secrets.token_hex(3)}"
-    subprocess.run(["ip", "link", "add", name, "type", "veth", "peer", "name", f"{name}p"], check=True)
-    yield name
-    subprocess.run(["ip", "link", "del", name], check=False, capture_output=True)
-    subprocess.run(["ip", "link", "del", f"{name}p"], check=False, capture_output=True)
 
 
 def _shim_conflist(tmp_path: Path, delegates: list[dict], version: str = "1.1.0") -> Path:
@@ -56,7 +46,7 @@ def _shim_conflist(tmp_path: Path, delegates: list[dict], version: str = "1.1.0"
         "name": "shimnet",
         "plugins": [
             {
-                "type": "multus",
+                "type": "cni-shim",
                 "capabilities": {"mac": True},
                 "cniDir": str(tmp_path / "cache"),
                 "binDir": "",
