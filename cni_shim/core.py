@@ -311,7 +311,9 @@ def _check_cache_key(net: Network, container_id: str, ifname: str, what: str) ->
 def _attachment(ctx: _Ctx, p: plan.Plan, d: plan.PlannedDelegate, *, adding: bool) -> Attachment:
     return Attachment(
         container_id=p.container_id,
-        netns=ctx.req.netns or p.netns,
+        # The runtime's CNI_NETNS is authoritative (empty on DEL means it is gone); only GC,
+        # which has no attachment parameters, uses the netns recorded at ADD as libcni does.
+        netns=p.netns if ctx.req.command == "GC" else ctx.req.netns,
         ifname=d.ifname,
         cni_args=d.cni_args + (d.add_args if adding else ()),
         capability_args=d.capability_args,

@@ -432,3 +432,16 @@ def test_invalid_annotations_fail_add_before_any_delegate(shim, annotation):
 def test_static_pods_are_exempt_from_the_uid_check(shim):
     shim.kube.add_pod("ns1", "pod1", "mirror-uid", {"kubernetes.io/config.source": "file"})
     assert shim.run("ADD", shim.conf()).status == 0
+
+
+def test_del_passes_the_runtimes_netns_even_when_empty_and_gc_uses_the_recorded_one(shim):
+    shim.kube.add_pod("ns1", "pod1", "uid-1")
+    conf = shim.conf(cniVersion="1.1.0")
+    assert shim.run("ADD", conf, container_id="a").status == 0
+    assert shim.run("ADD", conf, container_id="b").status == 0
+    shim.executor.calls.clear()
+    assert shim.run("DEL", conf, container_id="a", netns="").status == 0
+    assert shim.executor.calls[-1].env["CNI_NETNS"] == ""
+    assert shim.run("GC", conf, container_id="", ifname="", netns="", args="").status == 0
+    assert shim.executor.calls[-1].env["CNI_NETNS"] == "/run/netns/t1"
+    assert shim.executor.calls[-1].env["CNI_CONTAINERID"] == "b"
