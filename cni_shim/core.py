@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -194,6 +195,23 @@ def _nad_candidate(
     return delegates.load(delegates.nad_config(nad, ctx.conf.conf_dir), sel, what, managed=managed)
 
 
+@contextmanager
+def _annotation_errors(ctx: _Ctx) -> Iterator[None]:
+    """A bad networks/default-network annotation is the Pod's config error, named and never a crash."""
+    try:
+        yield
+    except ReasonedError as exc:
+        if isinstance(exc, CniError):
+            raise
+        raise CniError(exc.reason, f"{ctx.prefix()}{exc.message}", INVALID_NETWORK_CONFIG) from exc
+    except RecursionError as exc:
+        raise CniError(
+            "InvalidNetworksAnnotation",
+            f"{ctx.prefix()}network annotation is nested too deeply",
+            INVALID_NETWORK_CONFIG,
+        ) from exc
+
+
 def _pod_candidates(
     ctx: _Ctx, kube: KubeApi, pod: Json, base: list[Candidate], *, guarded: bool
 ) -> list[Candidate]:
@@ -207,21 +225,13 @@ def _pod_candidates(
         registry = guard.pod_registry(pod)
     else:
         registry = None
-    default_sel = delegates.default_network_selection(pod, ctx.conf.multus_namespace)
+    text = (meta.get("annotations") or {}).get(keys.NETWORKS_ANNOTATION)
+    with _annotation_errors(ctx):
+        default_sel = delegates.default_network_selection(pod, ctx.conf.multus_namespace)
+        selections = parse_network_selections(text, pod_ns) if isinstance(text, str) else []
     if default_sel is not None:
         master = replace(_nad_candidate(ctx, kube, default_sel, pod, registry, guarded=guarded), master=True)
         out = [master, *out[1:]] if out else [master]
-    text = (meta.get("annotations") or {}).get(keys.NETWORKS_ANNOTATION)
-    try:
-        selections = parse_network_selections(text, pod_ns) if isinstance(text, str) else []
-    except ReasonedError as exc:
-        raise CniError(exc.reason, f"{ctx.prefix()}{exc.message}", INVALID_NETWORK_CONFIG) from exc
-    except RecursionError as exc:
-        raise CniError(
-            "InvalidNetworksAnnotation",
-            f"{ctx.prefix()}{keys.NETWORKS_ANNOTATION} is nested too deeply",
-            INVALID_NETWORK_CONFIG,
-        ) from exc
     if ctx.conf.namespace_isolation:
         delegates.check_isolation(selections, pod_ns, ctx.conf.global_namespaces)
     if registry is not None:

@@ -15,9 +15,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from cni_shim import jsonbytes, network
-from cni_shim.errors import INVALID_NETWORK_CONFIG, CniError, config_error
+from cni_shim.errors import INVALID_NETWORK_CONFIG, CniError, KubeApiError, config_error
 from cni_shim.protocol import validate_ifname
-from sriov_contract.networks import NetworkSelection
+from sriov_contract.networks import NetworkSelection, parse_network_selections
 from sriov_contract.rawjson import JsonObject
 
 DEFAULT_NETWORK_ANNOTATION = "v1.multus-cni.io/default-network"
@@ -130,8 +130,10 @@ def resolve_network(value: str, namespace: str, conf_dir: str, get_nad: NadGette
                         nad_config(nad, conf_dir), None, f"NetworkAttachmentDefinition {namespace}/{value}"
                     )
                     return replace(cand, name=f"{namespace}/{value}")
+            except KubeApiError:
+                raise  # an unreachable API fails visibly; a local file is no stand-in for a live read
             except CniError:
-                pass  # Multus falls through to a confDir lookup on any NAD problem
+                pass  # Multus falls through to a confDir lookup on a missing or unusable NAD
         try:
             return load(find_in_dir(value, conf_dir), None, f"network {value} in {conf_dir}")
         except CniError as exc:
@@ -145,8 +147,6 @@ def resolve_network(value: str, namespace: str, conf_dir: str, get_nad: NadGette
 
 
 def default_network_selection(pod: Mapping[str, Any], default_namespace: str) -> NetworkSelection | None:
-    from sriov_contract.networks import parse_network_selections  # noqa: PLC0415
-
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
     if DEFAULT_NETWORK_ANNOTATION not in annotations:
         return None

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from cni_shim.errors import CniError
+from cni_shim.errors import CniError, KubeApiError
 
 NETWORKS = "k8s.v1.cni.cncf.io/networks"
 
@@ -445,3 +445,25 @@ def test_del_passes_the_runtimes_netns_even_when_empty_and_gc_uses_the_recorded_
     assert shim.run("GC", conf, container_id="", ifname="", netns="", args="").status == 0
     assert shim.executor.calls[-1].env["CNI_NETNS"] == "/run/netns/t1"
     assert shim.executor.calls[-1].env["CNI_CONTAINERID"] == "b"
+
+
+@pytest.mark.parametrize("value", ["", "a,b", "bad/na/me", "[{]"])
+def test_bad_default_network_annotation_is_a_named_config_error(shim, value):
+    shim.kube.add_pod("ns1", "pod1", "uid-1", {"v1.multus-cni.io/default-network": value})
+    out = shim.run("ADD", shim.conf())
+    assert out.status == 1 and out.json["code"] == 7, out.json
+    assert "failed unexpectedly" not in out.json["msg"]
+    assert shim.executor.calls == []
+
+
+def test_cluster_network_nad_read_failure_is_not_replaced_by_a_local_file(shim):
+    shim.kube.add_pod("ns1", "pod1", "uid-1")
+    (shim.conf_dir / "10-main.conf").write_text(json.dumps(_nad_conf("main", "plug-local")))
+
+    def broken(namespace, name):
+        raise KubeApiError("apiserver unavailable", 503)
+
+    shim.kube.get_nad = broken
+    out = shim.run("ADD", shim.conf(clusterNetwork="main"))
+    assert out.status == 1 and out.json["code"] == 11
+    assert shim.executor.calls == []
