@@ -42,6 +42,8 @@ def _bad(message: str) -> CniError:
 def split_pairs(text: str) -> Pairs:
     if not text:
         return ()
+    if any("\udc80" <= c <= "\udcff" for c in text):
+        raise _bad("CNI_ARGS contains bytes that are not UTF-8")
     pairs = []
     for item in text.split(";"):
         parts = item.split("=")

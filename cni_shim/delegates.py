@@ -74,19 +74,27 @@ def _read_file(path: str) -> bytes:
         raise _err("InvalidNetworkFile", f"cannot read CNI config file {path}: {exc.strerror}") from exc
 
 
+def spec_config(nad: Mapping[str, Any]) -> bytes:
+    """The exact UTF-8 bytes of a NAD's spec.config (empty for file-backed NADs)."""
+    meta = nad.get("metadata") or {}
+    what = f"NetworkAttachmentDefinition {meta.get('namespace')}/{meta.get('name')}"
+    spec = nad.get("spec") or {}
+    text = spec.get("config", "") if isinstance(spec, dict) else ""
+    if not isinstance(text, str):
+        raise config_error(f"{what}: spec.config must be a string")
+    try:
+        return text.encode()
+    except UnicodeEncodeError as exc:
+        raise config_error(f"{what}: spec.config is not valid Unicode text ({exc.reason})") from exc
+
+
 def nad_config(nad: Mapping[str, Any], conf_dir: str) -> bytes:
     """NAD -> CNI bytes: empty spec.config means a file in confDir; an absent name is filled in."""
     meta = nad.get("metadata") or {}
     nad_name = str(meta.get("name", ""))
-    spec = nad.get("spec") or {}
-    text = spec.get("config", "") if isinstance(spec, dict) else ""
-    if not isinstance(text, str):
-        raise config_error(
-            f"NetworkAttachmentDefinition {meta.get('namespace')}/{nad_name}: spec.config must be a string"
-        )
-    if text == "":
+    raw = spec_config(nad)
+    if not raw:
         return find_in_dir(nad_name, conf_dir)
-    raw = text.encode()
     obj = network.decode(
         raw, f"spec.config of NetworkAttachmentDefinition {meta.get('namespace')}/{nad_name}"
     )

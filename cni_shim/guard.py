@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from cni_shim.delegates import spec_config
 from cni_shim.errors import INVALID_NETWORK_CONFIG, CniError
 from sriov_contract import keys, rawjson
 from sriov_contract.binding import Binding, parse_binding
@@ -166,7 +167,7 @@ def check_shadow(
         raise _reject("Terminating", what, f"it is being deleted since {meta['deletionTimestamp']}")
     if keys.RESOURCE_NAME_ANNOTATION in annotations:
         raise _reject("HasResourceName", what, f"annotation {keys.RESOURCE_NAME_ANNOTATION} must be absent")
-    config = str((nad.get("spec") or {}).get("config", "")).encode()
+    config = spec_config(nad)
     pci = _static_sriov_pci(config, what)
     if pci != binding.pci_address:
         raise _reject(

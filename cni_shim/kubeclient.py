@@ -134,11 +134,17 @@ class KubeClient:
         return self._stream
 
     def _token(self) -> str:
-        if self._conn.token:
-            return self._conn.token
-        if self._conn.token_file:
-            return _read(self._conn.token_file).decode().strip()
-        return ""
+        token = self._conn.token
+        if not token and self._conn.token_file:
+            try:
+                token = _read(self._conn.token_file).decode("ascii").strip()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise KubeApiError(
+                    f"cannot read the bearer token file {self._conn.token_file}: {exc}", 401
+                ) from exc
+        if any(c in token for c in "\r\n") or not token.isascii():
+            raise KubeApiError("the bearer token must be one line of ASCII; fix the kubeconfig", 401)
+        return token
 
     def request(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> tuple[int, bytes]:
         payload = json.dumps(body).encode() if body is not None else b""

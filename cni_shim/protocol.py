@@ -77,6 +77,8 @@ def validate_ifname(name: str) -> str | None:
     """Linux interface-name rules as libcni enforces them; returns what is wrong, or None."""
     if not name:
         return "interface name is empty"
+    if not name.isprintable() or any("\udc80" <= c <= "\udcff" for c in name):
+        return "interface name contains non-printable characters or bytes that are not UTF-8"
     if len(name.encode()) > 15:
         return "interface name is too long"
     if name in (".", ".."):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -137,3 +138,11 @@ def test_result_is_converted_to_the_callers_version(shim):
     assert out.json["interfaces"] == [
         {"name": "eth0", "mac": "02:00:00:00:00:01", "sandbox": "/run/netns/t1"}
     ]
+
+
+@pytest.mark.parametrize("var", ["CNI_IFNAME", "CNI_ARGS", "CNI_CONTAINERID"])
+def test_non_utf8_environment_bytes_are_code_4(shim, var):
+    raw = b"K8S_POD_NAME=\xff" if var == "CNI_ARGS" else b"e\xff"
+    out = shim.run("ADD", shim.conf(), env={var: os.fsdecode(raw)})
+    assert out.status == 1
+    assert out.json["code"] == 4, out.json
