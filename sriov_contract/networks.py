@@ -232,7 +232,8 @@ def _as_int(value: JsonValue, item: str, key: str) -> int:
         return 0
     if not isinstance(value, RawNumber) or not value.is_integer():
         raise _error(item, f"{key} must be an integer")
-    number = int(value.text)
+    # Length first: int() refuses (ValueError) texts beyond Python's digit limit, and no int64 has 21 chars.
+    number = int(value.text) if len(value.text) <= 20 else _INT64[1] + 1
     if not _INT64[0] <= number <= _INT64[1]:
         raise _error(item, f"{key} is out of the 64-bit integer range")
     return number

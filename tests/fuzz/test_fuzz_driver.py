@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from driver import checkpoint
 from driver.core.render import render_shadow_config
 from driver.core.selection import ManagedBinding, merge_managed_selections, release_claim_selections
+from sriov_contract import rawjson
 from sriov_contract.errors import ReasonedError
 from sriov_contract.identity import config_sha256
 from sriov_contract.keys import NETWORKS_ANNOTATION, REGISTRY_ANNOTATION
@@ -85,7 +86,7 @@ def test_fuzz_render_shadow_config(nad: Any, pci: str) -> None:
         assert_typed(err)
         return
     event("rendered")
-    doc = json.loads(rendered.config)
+    doc: Any = rawjson.loads(rendered.config)
     plugin = doc if rendered.plugin_index is None else doc["plugins"][rendered.plugin_index]
     assert plugin["deviceID"] == rendered.pci_address == pci.lower()
     assert rendered.sha256 == config_sha256(rendered.config)
