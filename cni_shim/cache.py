@@ -11,28 +11,9 @@ import os
 import re
 
 from cni_shim.errors import IO_FAILURE, CniError
+from sriov_contract.durable import atomic_write
 
 _SAFE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$")
-
-
-def _atomic_write(directory: str, name: str, data: bytes) -> None:
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    final = os.path.join(directory, name)
-    tmp = os.path.join(directory, f".{name}.tmp.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, final)
-    dfd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
 
 
 def _read(path: str) -> bytes | None:
@@ -62,7 +43,8 @@ class FileCacheStore:
 
     def _save(self, directory: str, name: str, data: bytes) -> None:
         try:
-            _atomic_write(directory, self._name(name), data)
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+            atomic_write(os.path.join(directory, self._name(name)), data)
         except OSError as exc:
             raise CniError(
                 "DelegateCacheWriteFailed",

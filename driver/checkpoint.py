@@ -15,13 +15,13 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import os
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from sriov_contract.durable import atomic_write
 from sriov_contract.errors import ReasonedError
 
 CHECKPOINT_VERSION = 1
@@ -83,21 +83,7 @@ class FileStorage:
             return None
 
     def write(self, data: bytes) -> None:
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        dirfd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dirfd)
-        finally:
-            os.close(dirfd)
+        atomic_write(self.path, data)
 
 
 def _canonical(payload: Any) -> bytes:
@@ -324,6 +310,31 @@ class PreparedClaims:
             records[claim_uid] = replace(record, devices=devices)
 
         self._mutate(mutate)
+
+    def set_managed_phase(self, claim_uid: str, phase: str, *, keep: frozenset[str] = frozenset()) -> bool:
+        """Move every managed binding of the claim to `phase`, except those already in a `keep` phase.
+
+        Returns whether anything changed; nothing is written when nothing changes.
+        """
+        changed: list[bool] = []
+
+        def mutate(records: dict[str, ClaimRecord]) -> None:
+            record = records.get(claim_uid)
+            if record is None:
+                raise CheckpointError(
+                    "ClaimNotPrepared", f"claim {claim_uid} has no checkpoint record to update"
+                )
+            devices = []
+            for device in record.devices:
+                binding = device.managed_binding
+                if binding is not None and binding.get("phase") not in keep | {phase}:
+                    binding = {**copy.deepcopy(dict(binding)), "phase": phase}
+                    changed.append(True)
+                devices.append(replace(device, managed_binding=binding))
+            records[claim_uid] = replace(record, devices=tuple(devices))
+
+        self._mutate(mutate, persist_if=lambda: bool(changed))
+        return bool(changed)
 
     def _mutate(
         self,
