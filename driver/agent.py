@@ -9,11 +9,18 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from driver.checkpoint import PreparedClaims
 from driver.inventory import DeviceState
 from driver.policy import evaluate
+from driver.prepare import Preparer
 from driver.slices import SlicePublisher
+
+if TYPE_CHECKING:
+    from kubernetes import client
+
+    from driver.managed import ManagedPreparer
 
 log = logging.getLogger(__name__)
 
@@ -101,3 +108,42 @@ def start_threads(
     for t in threads:
         t.start()
     return threads
+
+
+def managed_service(
+    api: client.ApiClient,
+    *,
+    node_name: str,
+    node_uid: str,
+    host: Preparer,
+    checkpoint: PreparedClaims,
+    state: DeviceState,
+    source: PolicySource,
+) -> ManagedPreparer:
+    """The managed NodeService over the live API (--multus-auto-attach)."""
+    from driver.consumer import ConsumerResolver  # noqa: PLC0415 - keeps the unmanaged start-up lean
+    from driver.kube import KubeClaims, KubeNads, KubePods  # noqa: PLC0415
+    from driver.managed import ManagedPreparer  # noqa: PLC0415
+
+    pods = KubePods(api)
+
+    def eligible_attributes(name: str) -> Mapping[str, object] | None:
+        advertised = state.lookup(name)[1]
+        return None if advertised is None else dict(advertised.attributes)
+
+    return ManagedPreparer(
+        host=host,
+        resolver=ConsumerResolver(
+            pods=pods,
+            claims=KubeClaims(api),
+            node_name=node_name,
+            node_uid=node_uid,
+            live_node_uid=lambda: source.node()[0],
+        ),
+        nads=KubeNads(api),
+        pods=pods,
+        checkpoint=checkpoint,
+        node_name=node_name,
+        node_uid=node_uid,
+        eligible_attributes=eligible_attributes,
+    )

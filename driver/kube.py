@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import quote
 
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
+from driver.apierrors import NOT_FOUND, api_error
 from driver.discovery import DRIVER_NAME
 from sriov_contract.errors import ReasonedError
 
@@ -46,6 +49,113 @@ class KubeClaims:
         if not isinstance(obj, dict):
             raise ReasonedError("ClaimReadFailed", f"ResourceClaim {namespace}/{name} came back malformed")
         return obj
+
+
+def _request(
+    api: client.ApiClient,
+    method: str,
+    path: str,
+    what: str,
+    *,
+    body: Any = None,
+    content_type: str = "application/json",
+    query: list[tuple[str, str]] | None = None,
+) -> dict[str, Any] | None:
+    """One raw API call returning the object as API JSON (camelCase, no model conversion), None
+    for a 404 on reads, or an ApiError. A transport failure becomes status 0: outcome unknown."""
+    headers = {"Accept": "application/json", "Content-Type": content_type}
+    m, url, hdrs, data, _ = api.param_serialize(
+        method, path, query_params=query, header_params=headers, body=body, auth_settings=["BearerToken"]
+    )
+    try:
+        resp = api.call_api(m, url, header_params=hdrs, body=data)
+        raw = resp.read()  # type: ignore[no-untyped-call]
+    except ApiException as exc:
+        raise api_error(int(exc.status or 0), method, what, str(exc.reason or "")) from None
+    except Exception as exc:  # urllib3 connection errors: no answer, the outcome is unknown
+        raise api_error(0, method, what, exc.__class__.__name__) from None
+    if resp.status == NOT_FOUND and method in ("GET", "DELETE"):
+        return None
+    if resp.status >= 400:
+        try:
+            detail = str(json.loads(raw).get("message", ""))
+        except ValueError:
+            detail = raw[:200].decode(errors="replace")
+        raise api_error(resp.status, method, what, detail)
+    obj = json.loads(raw)
+    if not isinstance(obj, dict):
+        raise api_error(resp.status, method, what, "the response is not a JSON object")
+    return obj
+
+
+def _required(obj: dict[str, Any] | None, verb: str, what: str) -> dict[str, Any]:
+    if obj is None:
+        raise api_error(NOT_FOUND, verb, what)
+    return obj
+
+
+class KubePods:
+    """Live Pod reads and JSON Patches (no update, no delete: the driver has no such rights)."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self._api = api
+
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        path = f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}"
+        return _request(self._api, "GET", path, f"Pod {namespace}/{name}")
+
+    def patch_pod(self, namespace: str, name: str, ops: list[dict[str, Any]]) -> dict[str, Any]:
+        path = f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}"
+        what = f"Pod {namespace}/{name}"
+        return _required(
+            _request(self._api, "PATCH", path, what, body=ops, content_type="application/json-patch+json"),
+            "PATCH",
+            what,
+        )
+
+
+class KubeNads:
+    """NetworkAttachmentDefinitions on their main endpoint (the CRD has no finalizers subresource)."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self._api = api
+
+    @staticmethod
+    def _path(namespace: str, name: str = "") -> str:
+        base = f"/apis/k8s.cni.cncf.io/v1/namespaces/{quote(namespace)}/network-attachment-definitions"
+        return f"{base}/{quote(name)}" if name else base
+
+    def get_nad(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return _request(
+            self._api, "GET", self._path(namespace, name), f"NetworkAttachmentDefinition {namespace}/{name}"
+        )
+
+    def create_nad(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        meta = body["metadata"]
+        what = f"NetworkAttachmentDefinition {meta['namespace']}/{meta['name']}"
+        return _required(
+            _request(self._api, "POST", self._path(meta["namespace"]), what, body=dict(body)), "POST", what
+        )
+
+    def delete_nad(self, namespace: str, name: str, uid: str) -> None:
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        what = f"NetworkAttachmentDefinition {namespace}/{name} (UID {uid})"
+        _request(self._api, "DELETE", self._path(namespace, name), what, body=body)
+
+    def patch_nad(self, namespace: str, name: str, ops: list[dict[str, Any]]) -> dict[str, Any]:
+        what = f"NetworkAttachmentDefinition {namespace}/{name}"
+        return _required(
+            _request(
+                self._api,
+                "PATCH",
+                self._path(namespace, name),
+                what,
+                body=ops,
+                content_type="application/json-patch+json",
+            ),
+            "PATCH",
+            what,
+        )
 
 
 class KubeSlices:

@@ -27,13 +27,18 @@ def run(cfg: Config, stop: threading.Event) -> None:
     from kubernetes import client  # noqa: PLC0415
     from kubernetes import config as kube_config  # noqa: PLC0415
 
-    from driver.agent import PolicyController, start_threads  # noqa: PLC0415
+    from driver.agent import (  # noqa: PLC0415
+        PolicyController,
+        managed_service,
+        start_threads,
+    )
     from driver.cdi import CdiDir  # noqa: PLC0415
     from driver.checkpoint import FileStorage, PreparedClaims  # noqa: PLC0415
     from driver.config import MULTUS  # noqa: PLC0415
     from driver.discovery import discover  # noqa: PLC0415
     from driver.inventory import DeviceState  # noqa: PLC0415
     from driver.kube import KubeClaims, KubePolicySource, KubeSlices, watch_forever  # noqa: PLC0415
+    from driver.kubeletplugin.api import NodeService  # noqa: PLC0415
     from driver.kubeletplugin.health import HealthServer  # noqa: PLC0415
     from driver.kubeletplugin.server import KubeletPlugin, SocketPaths  # noqa: PLC0415
     from driver.prepare import Preparer  # noqa: PLC0415
@@ -58,11 +63,9 @@ def run(cfg: Config, stop: threading.Event) -> None:
     source = KubePolicySource(api, cfg.namespace, cfg.node_name)
     node_uid, _labels = source.node()
     slices = KubeSlices(api, cfg.node_name)
+    managed = cfg.multus_auto_attach and cfg.configuration_mode == MULTUS
     controller = PolicyController(
-        source,
-        state,
-        SlicePublisher(slices, cfg.node_name, node_uid),
-        managed=cfg.multus_auto_attach and cfg.configuration_mode == MULTUS,
+        source, state, SlicePublisher(slices, cfg.node_name, node_uid), managed=managed
     )
     preparer = Preparer(
         node_name=cfg.node_name,
@@ -72,7 +75,18 @@ def run(cfg: Config, stop: threading.Event) -> None:
         cdi_specs=CdiDir(cfg.cdi_root),
         vf_driver=SysfsVfDriver(cfg.sysfs_root),
     )
-    plugin = KubeletPlugin(paths, preparer)
+    service: NodeService = preparer
+    if managed:
+        service = managed_service(
+            api,
+            node_name=cfg.node_name,
+            node_uid=node_uid,
+            host=preparer,
+            checkpoint=checkpoint,
+            state=state,
+            source=source,
+        )
+    plugin = KubeletPlugin(paths, service)
     log.info("serving %s and %s", paths.dra_socket, paths.registration_socket)
     health = HealthServer(paths, cfg.healthcheck_port) if cfg.healthcheck_port >= 0 else None
     if health is not None:

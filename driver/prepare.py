@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from driver import cdi
+from driver.bindingrecord import RELEASE_PHASES, phases_of
 from driver.checkpoint import ClaimRecord, PreparedClaims, PreparedDevice
 from driver.core.vfconfig import VfConfig, effective_vf_config
 from driver.discovery import DRIVER_NAME, VirtualFunction
@@ -54,7 +55,7 @@ class CdiSpecs(Protocol):
 
 
 @dataclass(frozen=True)
-class _Allocated:
+class Allocated:
     request: str
     pool: str
     vf: VirtualFunction
@@ -79,8 +80,41 @@ def _describe(error: BaseException) -> str:
     return f"InternalError: {error.__class__.__name__}: {error}; see the driver log"
 
 
+def prepare_each(
+    claims: Sequence[ClaimRef], prepare: Callable[[ClaimRef], tuple[DeviceResult, ...]]
+) -> dict[str, PrepareOutcome]:
+    """Run `prepare` per claim; one claim's failure never affects another's outcome."""
+    out: dict[str, PrepareOutcome] = {}
+    for ref in claims:
+        try:
+            out[ref.uid] = PrepareOutcome(devices=prepare(ref))
+        except Exception as exc:
+            if not isinstance(exc, ReasonedError):
+                log.exception("preparing claim %s/%s (%s) failed", ref.namespace, ref.name, ref.uid)
+            out[ref.uid] = PrepareOutcome(error=_describe(exc))
+    return out
+
+
+def unprepare_each(claims: Sequence[ClaimRef], unprepare: Callable[[ClaimRef], None]) -> dict[str, str]:
+    """Run `unprepare` per claim: "" for success, else the reason."""
+    out: dict[str, str] = {}
+    for ref in claims:
+        try:
+            unprepare(ref)
+            out[ref.uid] = ""
+        except Exception as exc:
+            if not isinstance(exc, ReasonedError):
+                log.exception("unpreparing claim %s/%s (%s) failed", ref.namespace, ref.name, ref.uid)
+            out[ref.uid] = _describe(exc)
+    return out
+
+
 class Preparer:
-    """The node agent's NodeService: claims in, per-claim outcomes out."""
+    """The node agent's NodeService: claims in, per-claim outcomes out.
+
+    Its public host steps (fetch_claim, allocated, prepare_devices, ensure_cdi, release_devices)
+    are also what managed preparation (driver/managed.py) builds on.
+    """
 
     def __init__(
         self,
@@ -102,39 +136,28 @@ class Preparer:
     # -- NodeService ---------------------------------------------------------------------------
 
     def prepare(self, claims: Sequence[ClaimRef]) -> Mapping[str, PrepareOutcome]:
-        out: dict[str, PrepareOutcome] = {}
-        for ref in claims:
-            try:
-                out[ref.uid] = PrepareOutcome(devices=self._prepare_claim(ref))
-            except Exception as exc:
-                if not isinstance(exc, ReasonedError):
-                    log.exception("preparing claim %s/%s (%s) failed", ref.namespace, ref.name, ref.uid)
-                out[ref.uid] = PrepareOutcome(error=_describe(exc))
-        return out
+        return prepare_each(claims, self._prepare_claim)
 
     def unprepare(self, claims: Sequence[ClaimRef]) -> Mapping[str, str]:
-        out: dict[str, str] = {}
-        for ref in claims:
-            try:
-                self._unprepare_claim(ref.uid)
-                out[ref.uid] = ""
-            except Exception as exc:
-                if not isinstance(exc, ReasonedError):
-                    log.exception("unpreparing claim %s/%s (%s) failed", ref.namespace, ref.name, ref.uid)
-                out[ref.uid] = _describe(exc)
-        return out
+        return unprepare_each(claims, lambda ref: self.unprepare_claim(ref.uid))
 
     # -- prepare -------------------------------------------------------------------------------
 
-    def _prepare_claim(self, ref: ClaimRef) -> tuple[DeviceResult, ...]:
+    def fetch_claim(self, ref: ClaimRef) -> Mapping[str, Any]:
+        """The live claim, which must still be the one kubelet names."""
         claim = self._claims.get_claim(ref.namespace, ref.name)
-        where = f"claim {ref.namespace}/{ref.name}"
         uid = claim.get("metadata", {}).get("uid")
         if uid != ref.uid:
             raise PrepareError(
                 "ClaimReplaced",
-                f"{where} now has UID {uid}, kubelet asked for {ref.uid}; the claim was recreated",
+                f"claim {ref.namespace}/{ref.name} now has UID {uid}, kubelet asked for {ref.uid}; the "
+                "claim was recreated",
             )
+        return claim
+
+    def _prepare_claim(self, ref: ClaimRef) -> tuple[DeviceResult, ...]:
+        claim = self.fetch_claim(ref)
+        where = f"claim {ref.namespace}/{ref.name}"
         recorded = self._checkpoint.snapshot_claim(ref.uid)
         if recorded is not None:
             consumer = _consumer_pod(claim, where)
@@ -144,15 +167,13 @@ class Preparer:
                     f"{where} is still prepared for Pod {recorded.pod_uid}; Pod {consumer} can use it "
                     "once kubelet has unprepared it for the old Pod",
                 )
-            self._ensure_cdi(recorded)
-            return _results(recorded)
-        allocated = self._allocated(claim, where)
+            self.ensure_cdi(recorded)
+            return results(recorded)
+        allocated = self.allocated(claim, where)
         pod_uid = _consumer_pod(claim, where)
-        record = self._prepare_devices(ref, pod_uid, allocated)
-        self._publish(record)
-        return _results(record)
+        return results(self.prepare_devices(ref, pod_uid, allocated))
 
-    def _allocated(self, claim: Mapping[str, Any], where: str) -> list[_Allocated]:
+    def allocated(self, claim: Mapping[str, Any], where: str) -> list[Allocated]:
         allocation = (claim.get("status") or {}).get("allocation")
         if not allocation:
             raise PrepareError(
@@ -178,10 +199,18 @@ class Preparer:
                     "delete the claim so the scheduler allocates again",
                 )
             config = effective_vf_config(configs, result.get("request", ""), DRIVER_NAME)
-            out.append(_Allocated(result.get("request", ""), pool, vf, config))
+            out.append(Allocated(result.get("request", ""), pool, vf, config))
         return out
 
-    def _prepare_devices(self, ref: ClaimRef, pod_uid: str, allocated: list[_Allocated]) -> ClaimRecord:
+    def prepare_devices(
+        self,
+        ref: ClaimRef,
+        pod_uid: str,
+        allocated: Sequence[Allocated],
+        bindings: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> ClaimRecord:
+        """Bind VF drivers, write CDI, checkpoint (with each device's managed binding, keyed by
+        device name) and refresh the Pod-global CDI spec; any failure undoes all of it."""
         done: list[tuple[str, str]] = []
         try:
             devices = []
@@ -189,17 +218,20 @@ class Preparer:
                 bdf = a.vf.pci_address
                 original = self._vf_driver.bind(bdf, a.config.driver)
                 done.append((bdf, original if a.config.driver else ""))
-                devices.append(self._device(ref.uid, pod_uid, a, original))
+                devices.append(self._device(ref.uid, pod_uid, a, original, (bindings or {}).get(a.vf.name)))
             record = ClaimRecord(ref.uid, ref.namespace, ref.name, pod_uid, tuple(devices))
             self._cdi.write(ref.uid, _claim_cdi(record))
             self._checkpoint.add_claim(record)
-            return record
         except BaseException:
             self._cdi.remove(ref.uid)
             self._restore(done)
             raise
+        self._publish(record)
+        return record
 
-    def _device(self, claim_uid: str, pod_uid: str, a: _Allocated, original: str) -> PreparedDevice:
+    def _device(
+        self, claim_uid: str, pod_uid: str, a: Allocated, original: str, binding: Mapping[str, Any] | None
+    ) -> PreparedDevice:
         bdf, name = a.vf.pci_address, a.vf.name
         infix = cdi.env_name(name)
         env = {
@@ -228,16 +260,17 @@ class Preparer:
             if_name=a.config.if_name,
             env=env,
             device_nodes=tuple(nodes),
+            managed_binding=binding,
         )
 
     def _publish(self, record: ClaimRecord) -> None:
         try:
             self._write_pod_cdi(record.pod_uid)
         except BaseException:
-            self._unprepare_claim(record.claim_uid)
+            self.unprepare_claim(record.claim_uid)
             raise
 
-    def _ensure_cdi(self, record: ClaimRecord) -> None:
+    def ensure_cdi(self, record: ClaimRecord) -> None:
         if not self._cdi.exists(record.claim_uid):
             log.info("rewriting the missing CDI spec of prepared claim %s", record.claim_uid)
             self._cdi.write(record.claim_uid, _claim_cdi(record))
@@ -245,8 +278,14 @@ class Preparer:
             self._write_pod_cdi(record.pod_uid)
 
     def _write_pod_cdi(self, pod_uid: str) -> None:
-        """Rebuild the Pod-global spec from every claim of the Pod still in the checkpoint."""
-        pcis = [d.pci_address for r in self._checkpoint.snapshot_pod(pod_uid) for d in r.devices]
+        """Rebuild the Pod-global spec from every claim of the Pod still in use; a claim whose managed
+        release has begun is no longer a consumer."""
+        pcis = [
+            d.pci_address
+            for r in self._checkpoint.snapshot_pod(pod_uid)
+            if not phases_of(r) & RELEASE_PHASES
+            for d in r.devices
+        ]
         if pcis:
             self._cdi.write(pod_uid, cdi.pod_spec(pod_uid, sorted(pcis)))
         else:
@@ -254,13 +293,19 @@ class Preparer:
 
     # -- unprepare -----------------------------------------------------------------------------
 
-    def _unprepare_claim(self, claim_uid: str) -> None:
+    def unprepare_claim(self, claim_uid: str) -> None:
         record = self._checkpoint.snapshot_claim(claim_uid)
         if record is None:
             return  # never prepared here, or already released: unprepare is idempotent
+        self.release_devices(record, forget=True)
+
+    def release_devices(self, record: ClaimRecord, *, forget: bool = False) -> None:
+        """Restore VF drivers and drop the claim's CDI spec; `forget` also drops the checkpoint
+        record (managed release keeps it until its API obligations are done). Idempotent."""
         self._restore([(d.pci_address, d.original_driver) for d in record.devices if d.config.get("driver")])
-        self._cdi.remove(claim_uid)
-        self._checkpoint.remove_claim(claim_uid)
+        self._cdi.remove(record.claim_uid)
+        if forget:
+            self._checkpoint.remove_claim(record.claim_uid)
         # Another claim of the same Pod may still be prepared and need the Pod-global device.
         self._write_pod_cdi(record.pod_uid)
 
@@ -285,5 +330,5 @@ def _claim_cdi(record: ClaimRecord) -> dict[str, Any]:
     return cdi.claim_spec(record.claim_uid, [(d.device, d.env, d.device_nodes) for d in record.devices])
 
 
-def _results(record: ClaimRecord) -> tuple[DeviceResult, ...]:
+def results(record: ClaimRecord) -> tuple[DeviceResult, ...]:
     return tuple(DeviceResult(d.request_names, d.pool, d.device, d.cdi_device_ids) for d in record.devices)

@@ -1,0 +1,59 @@
+"""Typed Kubernetes API failures, so orchestration can branch on them without the API client.
+
+Adapters translate HTTP statuses into these; orchestration retries 409/422 after re-reading,
+treats 403 as an access problem that keeps all recovery state, and treats a missing response
+(status 0) or a server error as "the write may or may not have happened": re-read to find out.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from sriov_contract.errors import ReasonedError
+
+NOT_FOUND: Final = 404
+CONFLICT: Final = 409
+INVALID: Final = 422
+# 409 is a resourceVersion/precondition conflict; 422 is what a failed JSON Patch `test` returns.
+RETRYABLE_CONFLICTS: Final = frozenset({CONFLICT, INVALID})
+
+_REASONS: Final = {
+    403: "AccessDenied",
+    NOT_FOUND: "NotFound",
+    CONFLICT: "Conflict",
+    INVALID: "Invalid",
+}
+
+
+class ApiError(ReasonedError):
+    """A failed API call; `status` is the HTTP status, 0 when no response arrived."""
+
+    @property
+    def status(self) -> int:
+        return int(self.details.get("status", 0))
+
+    @property
+    def outcome_unknown(self) -> bool:
+        """True when the request may have been applied although it reported failure."""
+        return self.status == 0 or self.status >= 500
+
+    @property
+    def retryable(self) -> bool:
+        """A fresh read decides what to do next: the object changed, or the outcome is unknown."""
+        return self.status in RETRYABLE_CONFLICTS or self.outcome_unknown
+
+
+def api_error(status: int, verb: str, what: str, detail: str = "") -> ApiError:
+    """The error for `verb` on `what` (e.g. "create", "NetworkAttachmentDefinition ns/name")."""
+    reason = _REASONS.get(status, "ApiRequestFailed")
+    said = f": {detail}" if detail else ""
+    if status == 403:
+        hint = (
+            "grant the driver's ServiceAccount the rights in deploy/driver-rbac.yaml; the binding's "
+            "state is kept and kubelet retries"
+        )
+    elif status == 0:
+        hint = "no response arrived (the request may have been applied); kubelet retries"
+    else:
+        hint = "kubelet retries"
+    return ApiError(reason, f"{verb} {what} failed with HTTP {status}{said}; {hint}", status=status)

@@ -1,0 +1,312 @@
+"""Managed network bindings (spec 8.1, 8.2, 8.4): prepare -> shadow NAD -> Pod selections, and
+strict release.
+
+Prepare, per claim: verify the consumer; under the claim-then-Pod locks validate and render
+everything before any hardware change; run the ordinary host/CDI preparation, which checkpoints
+the bindings as Pending; then ensure shadows, publish the Pod's selections and persist Ready.
+After Pending, failures keep all state and are retried forward by kubelet: a lost response may
+still mean a write happened, so nothing already visible is rolled back.
+
+Release, per claim, in exactly this order: Deleting, delete each shadow by UID, withdraw this
+claim's selections, restore the hardware, ReleaseComplete, remove our finalizer, forget the claim.
+A ReleaseComplete retry never repeats the hardware steps.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
+
+from driver.bindingrecord import (
+    DELETING,
+    PENDING,
+    READY,
+    RELEASE_COMPLETE,
+    RELEASE_PHASES,
+    BindingRecord,
+    phases_of,
+    records_of,
+)
+from driver.checkpoint import ClaimRecord, PreparedClaims
+from driver.consumer import Consumer, ConsumerError, ConsumerResolver, check_new_consumer
+from driver.core.plan import AllocatedDevice, plan_interfaces
+from driver.core.render import render_shadow_config
+from driver.core.selection import merge_managed_selections
+from driver.core.template import NamespacedName, resolve_template
+from driver.discovery import DRIVER_NAME
+from driver.kubeletplugin.api import ClaimRef, DeviceResult, PrepareOutcome
+from driver.locks import OperationLocks
+from driver.podnetworks import PodClient, publish_selections, withdraw_claim_selections
+from driver.prepare import Allocated, PrepareError, Preparer, prepare_each, results, unprepare_each
+from driver.shadow import NadClient, ensure_shadow, remove_protection, request_shadow_deletion
+from driver.vfdriver import USERSPACE_DRIVERS
+from sriov_contract.binding import SourceRef
+from sriov_contract.errors import ReasonedError
+
+log = logging.getLogger(__name__)
+
+# Other claims' devices only take part in interface numbering; their templates are resolved when
+# those claims are prepared, so a fixed placeholder keeps the plan independent of them.
+_OTHER_CLAIM_TEMPLATE: Final = NamespacedName("", "")
+# A syntactically valid UID for the pre-hardware dry run of the Pod merge; never written anywhere.
+_DRY_RUN_UID: Final = "00000000-0000-0000-0000-000000000000"
+
+
+class ManagedPreparer:
+    """The NodeService when --multus-auto-attach is on."""
+
+    def __init__(
+        self,
+        *,
+        host: Preparer,
+        resolver: ConsumerResolver,
+        nads: NadClient,
+        pods: PodClient,
+        checkpoint: PreparedClaims,
+        node_name: str,
+        node_uid: str,
+        eligible_attributes: Callable[[str], Mapping[str, object] | None],
+        locks: OperationLocks | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._host = host
+        self._resolver = resolver
+        self._nads = nads
+        self._pods = pods
+        self._checkpoint = checkpoint
+        self._node_name = node_name
+        self._node_uid = node_uid
+        self._eligible = eligible_attributes
+        self.locks = locks or OperationLocks()
+        self._sleep = sleep
+
+    # -- NodeService ---------------------------------------------------------------------------
+
+    def prepare(self, claims: Sequence[ClaimRef]) -> Mapping[str, PrepareOutcome]:
+        return prepare_each(claims, self._prepare_claim)
+
+    def unprepare(self, claims: Sequence[ClaimRef]) -> Mapping[str, str]:
+        return unprepare_each(claims, self._unprepare_claim)
+
+    # -- prepare -------------------------------------------------------------------------------
+
+    def _prepare_claim(self, ref: ClaimRef) -> tuple[DeviceResult, ...]:
+        claim = self._host.fetch_claim(ref)
+        consumer = self._resolver.resolve(claim)
+        with self.locks.claim_then_pod(ref.uid, consumer.uid):
+            recorded = self._checkpoint.snapshot_claim(ref.uid)
+            if recorded is None:
+                check_new_consumer(consumer.pod, claim)
+                where = f"claim {ref.namespace}/{ref.name}"
+                allocated = self._host.allocated(claim, where)
+                bindings = self._plan(consumer, claim, allocated)
+                recorded = self._host.prepare_devices(
+                    ref, consumer.uid, allocated, {device: b.to_json() for device, b in bindings.items()}
+                )
+            else:
+                _check_reusable(recorded, consumer)
+                self._host.ensure_cdi(recorded)
+            self._ensure_pod_bindings(consumer, ref.uid)
+            return results(recorded)
+
+    def _plan(
+        self, consumer: Consumer, claim: Mapping[str, Any], allocated: Sequence[Allocated]
+    ) -> dict[str, BindingRecord]:
+        """Validate and render every binding of this claim; nothing here touches hardware."""
+        claim_uid = str(claim["metadata"]["uid"])
+        devices = [self._allocated_device(consumer, claim_uid, a) for a in allocated]
+        for uid, other in consumer.claims.items():
+            if uid != claim_uid:
+                devices += [
+                    AllocatedDevice(
+                        uid,
+                        a.request,
+                        a.pool,
+                        a.vf.name,
+                        a.vf.pci_address,
+                        _OTHER_CLAIM_TEMPLATE,
+                        a.config.if_name,
+                        a.config.driver,
+                    )
+                    for a in self._host.allocated(
+                        other, f"claim {consumer.namespace}/{other['metadata']['name']}"
+                    )
+                ]
+        plan = plan_interfaces(
+            node_uid=self._node_uid,
+            pod_uid=consumer.uid,
+            driver=DRIVER_NAME,
+            claim_aliases=consumer.aliases,
+            devices=devices,
+        )
+        sources: dict[NamespacedName, tuple[SourceRef, Mapping[str, Any]]] = {}
+        out: dict[str, BindingRecord] = {}
+        for index, planned in enumerate(plan):
+            if planned.identity.claim_uid != claim_uid:
+                continue
+            if planned.template not in sources:
+                sources[planned.template] = self._source(planned.template)
+            source, nad = sources[planned.template]
+            rendered = render_shadow_config(nad, planned.pci_address)
+            out[planned.identity.device] = BindingRecord(
+                phase=PENDING,
+                identity=planned.identity,
+                node_name=self._node_name,
+                pod_namespace=consumer.namespace,
+                pod_name=consumer.name,
+                plan_index=index,
+                interface=planned.interface,
+                pci_address=planned.pci_address,
+                source=source,
+                config=rendered.config.decode(),
+            )
+        # Manual-selection conflicts and the annotation size limit fail now, not after hardware changes.
+        merge_managed_selections(
+            consumer.pod, [b.with_shadow_uid(_DRY_RUN_UID).managed_selection() for b in out.values()]
+        )
+        return out
+
+    def _allocated_device(self, consumer: Consumer, claim_uid: str, a: Allocated) -> AllocatedDevice:
+        name = a.vf.name
+        if a.config.driver in USERSPACE_DRIVERS:
+            raise PrepareError(
+                "UnsupportedManagedDriver",
+                f"device {name} is configured for driver {a.config.driver}; managed networks need a kernel "
+                "netdevice VF: remove driver from the VfConfig",
+                device=name,
+            )
+        attributes = self._eligible(name)
+        if attributes is None:
+            raise PrepareError(
+                "DeviceNotEligible",
+                f"device {name} is not advertised by any SriovResourcePolicy right now (the allocation is "
+                "stale); delete the claim so the scheduler allocates again",
+                device=name,
+            )
+        template = resolve_template(attributes, a.config, consumer.namespace, name)
+        return AllocatedDevice(
+            claim_uid, a.request, a.pool, name, a.vf.pci_address, template, a.config.if_name, a.config.driver
+        )
+
+    def _source(self, ref: NamespacedName) -> tuple[SourceRef, Mapping[str, Any]]:
+        nad = self._nads.get_nad(ref.namespace, ref.name)
+        if nad is None:
+            raise PrepareError(
+                "SourceNetworkNotFound",
+                f"NetworkAttachmentDefinition {ref} does not exist; create it or fix the template reference",
+                source=str(ref),
+            )
+        meta = nad.get("metadata") or {}
+        return SourceRef(ref.namespace, ref.name, str(meta.get("uid")), str(meta.get("resourceVersion"))), nad
+
+    def _ensure_pod_bindings(self, consumer: Consumer, claim_uid: str) -> None:
+        """EnsureManagedBindings: shadows of every active claim of the Pod, one Pod merge, Ready.
+
+        Runs under the caller's locks. Another claim whose shadow cannot be ensured is left out of
+        the merge (and retried on its own prepare) rather than published half-made.
+        """
+        published: list[BindingRecord] = []
+        pending: set[str] = set()
+        for recorded in self._checkpoint.snapshot_pod(consumer.uid):
+            if phases_of(recorded) & RELEASE_PHASES:
+                continue
+            try:
+                ensured = self._ensure_shadows(recorded)
+            except ReasonedError as exc:
+                if recorded.claim_uid == claim_uid:
+                    raise
+                log.warning(
+                    "claim %s of Pod %s left out of this merge: %s", recorded.claim_uid, consumer.uid, exc
+                )
+                continue
+            published += ensured
+            if any(b.phase == PENDING for b in ensured):
+                pending.add(recorded.claim_uid)
+        published.sort(key=lambda b: b.plan_index)
+        publish_selections(
+            self._pods,
+            consumer.namespace,
+            consumer.name,
+            lambda pod: self._verify_same_pod(pod, consumer),
+            [b.managed_selection() for b in published],
+            sleep=self._sleep,
+        )
+        for uid in sorted(pending):
+            self._checkpoint.set_managed_phase(uid, READY, keep=RELEASE_PHASES)
+
+    def _ensure_shadows(self, recorded: ClaimRecord) -> list[BindingRecord]:
+        out = []
+        for device, binding in records_of(recorded):
+            out.append(
+                self._observed(recorded.claim_uid, device.device, binding, ensure_shadow(self._nads, binding))
+            )
+        return out
+
+    def _observed(self, claim_uid: str, device: str, binding: BindingRecord, uid: str) -> BindingRecord:
+        """Persist a newly observed shadow UID (created, or adopted after the full identity check)."""
+        if not uid or uid == binding.shadow_uid:
+            return binding
+        binding = binding.with_shadow_uid(uid)
+        self._checkpoint.update_managed_bindings(claim_uid, {device: binding.to_json()})
+        return binding
+
+    def _verify_same_pod(self, pod: Mapping[str, Any], consumer: Consumer) -> None:
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        if meta.get("uid") != consumer.uid or spec.get("nodeName") != self._node_name:
+            raise ConsumerError(
+                "PodReplaced",
+                f"Pod {consumer.namespace}/{consumer.name} is no longer UID {consumer.uid} on node "
+                f"{self._node_name}; its networks are not published",
+            )
+
+    # -- release -------------------------------------------------------------------------------
+
+    def _unprepare_claim(self, ref: ClaimRef) -> None:
+        recorded = self._checkpoint.snapshot_claim(ref.uid)
+        if recorded is None:
+            return
+        if "" in phases_of(recorded):
+            # Prepared before managed mode was on: no API objects exist, release only the hardware.
+            self._host.unprepare_claim(ref.uid)
+            return
+        with self.locks.claim_then_pod(ref.uid, recorded.pod_uid):
+            self._release(ref.uid)
+
+    def _release(self, claim_uid: str) -> None:
+        before = self._checkpoint.snapshot_claim(claim_uid)
+        if before is None:
+            return
+        hardware_done = phases_of(before) == {RELEASE_COMPLETE}
+        self._checkpoint.set_managed_phase(claim_uid, DELETING, keep=frozenset({RELEASE_COMPLETE}))
+        recorded = self._checkpoint.snapshot_claim(claim_uid)
+        assert recorded is not None  # only this thread may remove it, under the claim lock
+        shadows: list[tuple[BindingRecord, str]] = []
+        for device, binding in records_of(recorded):
+            uid = request_shadow_deletion(self._nads, binding)
+            shadows.append((self._observed(claim_uid, device.device, binding, uid), uid))
+        first = shadows[0][0]
+        withdraw_claim_selections(
+            self._pods, first.pod_namespace, first.pod_name, recorded.pod_uid, claim_uid, sleep=self._sleep
+        )
+        if not hardware_done:
+            self._host.release_devices(recorded)
+            self._checkpoint.set_managed_phase(claim_uid, RELEASE_COMPLETE)
+        for binding, uid in shadows:
+            if uid:
+                remove_protection(self._nads, binding, uid, sleep=self._sleep)
+        self._checkpoint.remove_claim(claim_uid)
+
+
+def _check_reusable(recorded: ClaimRecord, consumer: Consumer) -> None:
+    """The already-prepared path: same Pod, still active, and really a managed binding."""
+    where = f"claim {recorded.namespace}/{recorded.name} ({recorded.claim_uid})"
+    if recorded.pod_uid != consumer.uid or phases_of(recorded) & RELEASE_PHASES:
+        raise PrepareError(
+            "ClaimReleaseInProgress",
+            f"{where} is still recorded for Pod {recorded.pod_uid} and being released or not yet "
+            f"unprepared; Pod {consumer.uid} can use it once kubelet has unprepared it",
+            claim_uid=recorded.claim_uid,
+        )
+    records_of(recorded)

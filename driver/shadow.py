@@ -1,0 +1,232 @@
+"""The shadow NAD: its object built from scratch (pure), and create/adopt/delete/finalize.
+
+A shadow is only ever touched after its full identity and frozen content were verified: the
+deterministic name is a truncated hash, so a name match alone proves nothing, and an object
+someone else created under that name is never overwritten, adopted or finalized.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Final, Protocol
+
+from driver.apierrors import ApiError
+from driver.bindingrecord import BindingRecord
+from driver.core.selection import json_pointer
+from sriov_contract.binding import parse_binding
+from sriov_contract.errors import ReasonedError
+from sriov_contract.keys import BINDING_ANNOTATION, PROTECTION_FINALIZER, shadow_labels
+
+NAD_API_VERSION: Final = "k8s.cni.cncf.io/v1"
+NAD_KIND: Final = "NetworkAttachmentDefinition"
+FINALIZER_ATTEMPTS: Final = 6
+
+
+class ShadowError(ReasonedError):
+    """A shadow NAD cannot be created, adopted or released as recorded."""
+
+
+class NadClient(Protocol):
+    """NetworkAttachmentDefinition calls; reads return None for NotFound, writes raise ApiError."""
+
+    def get_nad(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    def create_nad(self, body: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def delete_nad(self, namespace: str, name: str, uid: str) -> None:
+        """Delete with a UID precondition; NotFound is success."""
+
+    def patch_nad(self, namespace: str, name: str, ops: list[dict[str, Any]]) -> dict[str, Any]: ...
+
+
+def owner_reference(record: BindingRecord) -> dict[str, Any]:
+    # blockOwnerDeletion false: our finalizer must never hold up foreground deletion of the Pod,
+    # and true would need pods/finalizers rights; no controller: the Pod does not manage NADs.
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "name": record.pod_name,
+        "uid": record.identity.pod_uid,
+        "blockOwnerDeletion": False,
+    }
+
+
+def shadow_object(record: BindingRecord) -> dict[str, Any]:
+    """The complete shadow for its initial Create: protection and provenance from the first instant."""
+    return {
+        "apiVersion": NAD_API_VERSION,
+        "kind": NAD_KIND,
+        "metadata": {
+            "name": record.shadow_name,
+            "namespace": record.pod_namespace,
+            "labels": shadow_labels(
+                record.identity.pod_uid, record.identity.claim_uid, record.identity.node_uid
+            ),
+            "annotations": {BINDING_ANNOTATION: record.binding().to_json()},
+            "ownerReferences": [owner_reference(record)],
+            "finalizers": [PROTECTION_FINALIZER],
+        },
+        "spec": {"config": record.config},
+    }
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def uid_of(obj: Mapping[str, Any]) -> str:
+    return str(_meta(obj).get("uid") or "")
+
+
+def is_deleting(obj: Mapping[str, Any]) -> bool:
+    return bool(_meta(obj).get("deletionTimestamp"))
+
+
+def finalizers_of(obj: Mapping[str, Any]) -> list[str]:
+    return [str(f) for f in _meta(obj).get("finalizers") or []]
+
+
+def _conflict(record: BindingRecord, why: str) -> ShadowError:
+    return ShadowError(
+        "ShadowConflict",
+        f"NetworkAttachmentDefinition {record.pod_namespace}/{record.shadow_name} is not the shadow of "
+        f"attachment {record.attachment_id} (claim {record.identity.claim_uid}, device "
+        f"{record.identity.device}): {why}. The driver does not modify it; inspect and remove the object "
+        "or recreate the workload",
+        name=record.shadow_name,
+        namespace=record.pod_namespace,
+    )
+
+
+def check_shadow(obj: Mapping[str, Any], record: BindingRecord, *, releasing: bool) -> None:
+    """Refuse unless `obj` is exactly this binding's shadow (labels, binding, config, owner)."""
+    meta = _meta(obj)
+    if (meta.get("namespace"), meta.get("name")) != (record.pod_namespace, record.shadow_name):
+        raise _conflict(record, "it has another namespace or name")
+    if record.shadow_uid and uid_of(obj) != record.shadow_uid:
+        raise _conflict(record, f"its UID {uid_of(obj)} is not the recorded {record.shadow_uid}")
+    expected_labels = shadow_labels(
+        record.identity.pod_uid, record.identity.claim_uid, record.identity.node_uid
+    )
+    labels = meta.get("labels") or {}
+    if any(labels.get(k) != v for k, v in expected_labels.items()):
+        raise _conflict(record, "its managed labels differ")
+    text = (meta.get("annotations") or {}).get(BINDING_ANNOTATION)
+    if not isinstance(text, str):
+        raise _conflict(record, f"it has no {BINDING_ANNOTATION} annotation")
+    try:
+        binding = parse_binding(text)
+        binding.verify_identity(record.identity)
+    except ReasonedError as exc:
+        raise _conflict(record, exc.message) from exc
+    if binding != record.binding():
+        raise _conflict(record, "its binding annotation records another source, PCI address or interface")
+    if (obj.get("spec") or {}).get("config") != record.config:
+        raise _conflict(record, "its spec.config differs from the frozen configuration")
+    pods = [r for r in meta.get("ownerReferences") or [] if r.get("kind") == "Pod"]
+    if any(r.get("uid") != record.identity.pod_uid for r in pods):
+        raise _conflict(record, "it is owned by another Pod")
+    # Orphan propagation may legitimately strip the reference while the Pod is being deleted.
+    if not pods and not releasing:
+        raise _conflict(record, f"it has no ownerReference to Pod {record.identity.pod_uid}")
+
+
+def ensure_shadow(nads: NadClient, record: BindingRecord) -> str:
+    """Create the shadow, or adopt the one a lost Create left; returns its UID."""
+    existing = nads.get_nad(record.pod_namespace, record.shadow_name) if record.shadow_uid else None
+    if existing is None:
+        try:
+            return uid_of(nads.create_nad(shadow_object(record)))
+        except ApiError as exc:
+            # 409 AlreadyExists, or no answer: look at what is there before deciding anything.
+            if exc.status != 409 and not exc.outcome_unknown:
+                raise
+            existing = nads.get_nad(record.pod_namespace, record.shadow_name)
+            if existing is None:
+                raise
+    check_shadow(existing, record, releasing=False)
+    if is_deleting(existing):
+        raise ShadowError(
+            "ShadowDeletionPending",
+            f"shadow {record.pod_namespace}/{record.shadow_name} of claim {record.identity.claim_uid} is "
+            "being deleted while its Pod still uses it; it is not recreated. Delete and recreate the Pod",
+            name=record.shadow_name,
+        )
+    if PROTECTION_FINALIZER not in finalizers_of(existing):
+        existing = _restore_protection(nads, record, existing)
+    return uid_of(existing)
+
+
+def _restore_protection(nads: NadClient, record: BindingRecord, obj: Mapping[str, Any]) -> dict[str, Any]:
+    return nads.patch_nad(
+        record.pod_namespace,
+        record.shadow_name,
+        _set_finalizers(obj, [*finalizers_of(obj), PROTECTION_FINALIZER]),
+    )
+
+
+def _set_finalizers(obj: Mapping[str, Any], finalizers: list[str]) -> list[dict[str, Any]]:
+    """A JSON Patch replacing the whole finalizer list, valid only against this exact object version."""
+    meta = _meta(obj)
+    return [
+        {"op": "test", "path": "/metadata/uid", "value": meta.get("uid")},
+        {"op": "test", "path": "/metadata/resourceVersion", "value": meta.get("resourceVersion")},
+        {"op": "add", "path": json_pointer("metadata", "finalizers"), "value": finalizers},
+    ]
+
+
+def request_shadow_deletion(nads: NadClient, record: BindingRecord) -> str:
+    """Release steps 1-2: verify the recorded (or adoptable) shadow and delete it by UID.
+
+    Returns the shadow's UID, or "" when it is already gone. Deletion only marks the object while
+    our finalizer is on it; nothing waits for it to disappear.
+    """
+    obj = nads.get_nad(record.pod_namespace, record.shadow_name)
+    if obj is None:
+        return ""
+    check_shadow(obj, record, releasing=True)
+    uid = uid_of(obj)
+    if not is_deleting(obj):
+        nads.delete_nad(record.pod_namespace, record.shadow_name, uid)
+    return uid
+
+
+def remove_protection(
+    nads: NadClient,
+    record: BindingRecord,
+    uid: str,
+    *,
+    attempts: int = FINALIZER_ATTEMPTS,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Release step 7-8: drop only our finalizer from the exact shadow, keeping everyone else's."""
+    for attempt in range(attempts):
+        obj = nads.get_nad(record.pod_namespace, record.shadow_name)
+        if obj is None:
+            return
+        if uid_of(obj) != uid:
+            raise _conflict(record, f"it was replaced (UID {uid_of(obj)}, released {uid})")
+        if not is_deleting(obj):
+            nads.delete_nad(record.pod_namespace, record.shadow_name, uid)
+            continue
+        finalizers = finalizers_of(obj)
+        if PROTECTION_FINALIZER not in finalizers:
+            return
+        ops = _set_finalizers(obj, [f for f in finalizers if f != PROTECTION_FINALIZER])
+        try:
+            nads.patch_nad(record.pod_namespace, record.shadow_name, ops)
+            return
+        except ApiError as exc:
+            if exc.status == 404:
+                return
+            if not exc.retryable:
+                raise
+        sleep(min(0.05 * 2**attempt, 1.0))
+    raise ShadowError(
+        "FinalizerRemovalRetriesExhausted",
+        f"could not remove {PROTECTION_FINALIZER} from {record.pod_namespace}/{record.shadow_name} after "
+        f"{attempts} attempts (it kept changing); the release is retried by kubelet",
+        name=record.shadow_name,
+    )
