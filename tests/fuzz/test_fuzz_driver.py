@@ -211,7 +211,11 @@ def _resealed(doc: Any) -> bytes:
 @st.composite
 def damaged_checkpoints(draw: st.DrawFn) -> bytes:
     raw = checkpoint.encode({"c1": _record("c1", 1, True)})
-    how = draw(st.sampled_from(["truncate", "bitflip", "structured", "resealed", "version", "bytes"]))
+    how = draw(
+        st.sampled_from(
+            ["truncate", "bitflip", "structured", "resealed", "version", "binding-version", "bytes"]
+        )
+    )
     if how == "truncate":
         return raw[: draw(st.integers(0, len(raw) - 1))]
     if how == "bitflip":
@@ -224,6 +228,11 @@ def damaged_checkpoints(draw: st.DrawFn) -> bytes:
         doc = json.loads(raw)
         doc["version"] = draw(st.integers() | st.sampled_from([0, 2, True, "1", 1.0, None]))
         return emit(doc).encode()
+    if how == "binding-version":
+        doc = json.loads(raw)
+        device = doc["data"]["claims"]["c1"]["devices"][0]
+        device["managedBinding"]["version"] = draw(st.integers() | st.sampled_from([0, 2, True, "1", None]))
+        return _resealed(doc)
     if how == "bytes":
         return draw(st.binary(max_size=200))
     text = draw(hostile_text(CHECKPOINT_SEEDS))
