@@ -1,10 +1,202 @@
-"""The `cni-shim-daemon` thick-mode daemon."""
+"""The `cni-shim-daemon` thick-mode daemon: one API client, Pod and NAD informers, the unix-socket server.
 
+It never writes a CNI config file (the DaemonSet's init container owns 00-auto-sriov.conf).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
 import sys
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import Any, TextIO
+
+import click
+
+from cni_shim import system
+from cni_shim.apiserver import ApiServer
+from cni_shim.chroot import ChrootExecutor
+from cni_shim.dispatch import Dispatcher
+from cni_shim.informers import Informer, nad_informer, pod_informer
+from cni_shim.interfaces import KubeApi
+from cni_shim.kubeviews import CachedView, LiveView
+from cni_shim.metrics import Metrics
+from cni_shim.server import Hooks, State, listen
+from sriov_contract.errors import ReasonedError
+
+DEFAULT_SOCKET_DIR = "/run/cni-shim/"
+SYNC_TIMEOUT = 20.0
+DRAIN_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    raw: dict[str, Any]
+    socket_dir: str
+    kubeconfig: str
+    chroot_dir: str
+    metrics_address: str
+    node_name: str
+
+
+def load_config(path: str, env: dict[str, str], metrics_address: str = "") -> DaemonConfig:
+    try:
+        with open(path, "rb") as fh:
+            raw = json.load(fh)
+    except OSError as exc:
+        raise ReasonedError(
+            "DaemonConfigUnreadable", f"cannot read {path}: {exc.strerror}; mount it"
+        ) from exc
+    except ValueError as exc:
+        raise ReasonedError("DaemonConfigMalformed", f"{path} is not JSON: {exc}; fix the ConfigMap") from exc
+    if not isinstance(raw, dict):
+        raise ReasonedError("DaemonConfigMalformed", f"{path} must hold a JSON object")
+    port = raw.get("metricsPort")
+    address = metrics_address or str(raw.get("metricsAddress") or "")
+    if not address and isinstance(port, int) and not isinstance(port, bool) and port > 0:
+        address = f":{port}"
+    return DaemonConfig(
+        raw=raw,
+        socket_dir=str(raw.get("socketDir") or DEFAULT_SOCKET_DIR),
+        kubeconfig=str(raw.get("kubeconfig") or ""),
+        chroot_dir=str(raw.get("chrootDir") or ""),
+        metrics_address=address,
+        node_name=env.get("NODE_NAME") or env.get("MULTUS_NODE_NAME", ""),
+    )
+
+
+class JsonLog:
+    """One JSON object per line: time, level, msg and the request's context fields."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._lock = threading.Lock()
+
+    def __call__(self, level: str, msg: str, **fields: Any) -> None:
+        line = json.dumps(
+            {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "level": level, "msg": msg, **fields}
+        )
+        with self._lock:
+            self._stream.write(line + "\n")
+            self._stream.flush()
+
+
+class DaemonViews:
+    def __init__(
+        self, api: ApiServer | None, pods: Informer | None, nads: Informer | None, metrics: Metrics
+    ) -> None:
+        self._api = api
+        self._pods = pods
+        self._nads = nads
+        self._metrics = metrics
+
+    def live(self) -> KubeApi | None:
+        return LiveView(self._api, self._metrics) if self._api is not None else None
+
+    def cached(self) -> KubeApi | None:
+        if self._api is None or self._pods is None or self._nads is None:
+            return None
+        return CachedView(self._api, self._metrics, self._pods.store, self._nads.store)
+
+
+def _connect(conf: DaemonConfig, env: dict[str, str]) -> ApiServer | None:
+    if not conf.kubeconfig and not env.get("KUBERNETES_SERVICE_HOST"):
+        return None  # Multus's no-Kubernetes mode: delegates from the config only
+    return ApiServer.connect(conf.kubeconfig)
+
+
+def run(conf: DaemonConfig, env: dict[str, str], *, test_hooks: bool, log: JsonLog) -> int:
+    metrics = Metrics()
+    api = _connect(conf, env)
+    stop = threading.Event()
+    informers: list[Informer] = []
+    if api is not None:
+        warn = lambda message: log("warning", message)  # noqa: E731
+        informers = [pod_informer(api, conf.node_name, warn), nad_informer(api, warn)]
+        for informer in informers:
+            informer.start(stop)
+            metrics.track_cache(informer.kind, informer.store.__len__)
+        for informer in informers:
+            if not informer.synced.wait(SYNC_TIMEOUT):
+                log(
+                    "warning",
+                    f"{informer.kind} informer did not sync within {SYNC_TIMEOUT:g}s; serving anyway",
+                )
+    pods, nads = (informers[0], informers[1]) if informers else (None, None)
+    base = system.services
+    if conf.chroot_dir not in ("", "/"):
+        executor = ChrootExecutor(conf.chroot_dir)
+        base = lambda env: replace(system.services(env), executor=executor)  # noqa: E731
+    dispatcher = Dispatcher(conf.raw, DaemonViews(api, pods, nads, metrics), metrics, log, base_services=base)
+    hooks = None
+    if test_hooks:
+
+        def freeze() -> None:
+            for informer in informers:
+                informer.store.freeze()
+
+        hooks = Hooks(snapshot=lambda: {i.kind: i.store.versions() for i in informers}, freeze=freeze)
+    if conf.metrics_address:
+        metrics.serve(conf.metrics_address)
+    state = State()
+    server = listen(conf.socket_dir, dispatcher.serve, state, hooks)
+
+    def drain(signum: int, _frame: object) -> None:
+        state.ready.clear()
+        log("info", f"signal {signum}: draining in-flight requests, then stopping")
+
+        def finish() -> None:
+            state.wait_idle(DRAIN_SECONDS)
+            server.shutdown()
+
+        threading.Thread(target=finish, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, drain)
+    signal.signal(signal.SIGINT, drain)
+    state.ready.set()
+    log(
+        "info",
+        "serving",
+        socket=os.path.join(conf.socket_dir, "cni-shim.sock"),
+        node=conf.node_name,
+        kubernetes=api.server if api is not None else "",
+        metrics=conf.metrics_address,
+    )
+    server.serve_forever()
+    stop.set()
+    server.server_close()
+    return 0
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--config", "config_path", required=True, help="daemon-config.json; its keys override the shim's."
+)
+@click.option("--metrics-address", default="", help="host:port for /metrics (overrides metricsPort).")
+@click.option(
+    "--enable-test-hooks",
+    is_flag=True,
+    hidden=True,
+    help="Serve /debug/informers and /debug/informers/freeze on the socket (tests only).",
+)
+def cli(config_path: str, metrics_address: str, enable_test_hooks: bool) -> None:
+    """Serve cni-shim's thick mode on a unix socket."""
+    log = JsonLog(sys.stderr)
+    env = dict(os.environ)
+    try:
+        conf = load_config(config_path, env, metrics_address)
+        status = run(conf, env, test_hooks=enable_test_hooks, log=log)
+    except ReasonedError as exc:
+        log("error", str(exc))
+        sys.exit(1)
+    except OSError as exc:
+        log("error", f"StartupFailed: {exc}; check the socket directory and metrics address")
+        sys.exit(1)
+    sys.exit(status)
 
 
 def main() -> None:
-    print(
-        "cni-shim-daemon: not implemented yet (tracked by the issue 'cni_shim thick mode')", file=sys.stderr
-    )
-    sys.exit(3)
+    cli()

@@ -60,22 +60,24 @@ def plugin_failure(plugin: str, returncode: int, stdout: bytes, stderr: bytes) -
     )
 
 
+def run_plugin(argv: Sequence[str], plugin: str, env: Mapping[str, str], stdin: bytes) -> bytes:
+    """Execute a found plugin (argv[0] may be a wrapper such as chroot); its stderr passes through."""
+    for attempt in range(_BUSY_RETRIES + 1):
+        try:
+            proc = subprocess.run(list(argv), input=stdin, env=dict(env), capture_output=True, check=False)
+            break
+        except OSError as exc:
+            if exc.errno != errno.ETXTBSY or attempt == _BUSY_RETRIES:
+                raise CniError("DelegateFailed", f"cannot execute plugin {argv[-1]}: {exc.strerror}") from exc
+            time.sleep(1)
+    if proc.stderr:
+        sys.stderr.buffer.write(proc.stderr)
+        sys.stderr.flush()
+    if proc.returncode != 0:
+        raise plugin_failure(plugin, proc.returncode, proc.stdout, proc.stderr)
+    return proc.stdout
+
+
 class ProcessExecutor:
     def execute(self, plugin: str, search_path: Sequence[str], env: Mapping[str, str], stdin: bytes) -> bytes:
-        binary = find_plugin(plugin, search_path)
-        for attempt in range(_BUSY_RETRIES + 1):
-            try:
-                proc = subprocess.run([binary], input=stdin, env=dict(env), capture_output=True, check=False)
-                break
-            except OSError as exc:
-                if exc.errno != errno.ETXTBSY or attempt == _BUSY_RETRIES:
-                    raise CniError(
-                        "DelegateFailed", f"cannot execute plugin {binary}: {exc.strerror}"
-                    ) from exc
-                time.sleep(1)
-        if proc.stderr:
-            sys.stderr.buffer.write(proc.stderr)
-            sys.stderr.flush()
-        if proc.returncode != 0:
-            raise plugin_failure(plugin, proc.returncode, proc.stdout, proc.stderr)
-        return proc.stdout
+        return run_plugin([find_plugin(plugin, search_path)], plugin, env, stdin)

@@ -1,4 +1,7 @@
-"""The `cni-shim` CNI executable (thin mode): environment and stdin in, result or error JSON out.
+"""The `cni-shim` CNI executable: environment and stdin in, result or error JSON out.
+
+Thin mode runs the core in this process; a config with `daemonSocketDir` forwards the request
+to cni-shim-daemon (thick mode, cni_shim.thick_client).
 
 Works under any file name, so it can replace a `multus` binary in place. Only the standard
 library and this package are imported, and only what the verb needs: VERSION and the about
@@ -56,6 +59,13 @@ def run(
             stdin = read_stdin()
         except OSError as exc:
             raise CniError("StdinUnreadable", f"error reading from stdin: {exc}", IO_FAILURE) from exc
+        if services is None:
+            from cni_shim import thick_client  # noqa: PLC0415
+
+            daemon = thick_client.target(stdin)
+            if daemon is not None:
+                forwarded = thick_client.forward(env, stdin, daemon)
+                return 0, protocol.render_result(forwarded) if forwarded is not None else "", ""
         req = protocol.Request.from_env(env, stdin)
         from cni_shim import core  # noqa: PLC0415
 

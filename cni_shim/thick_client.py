@@ -1,0 +1,168 @@
+"""The thick-mode shim: forward one CNI request to cni-shim-daemon over its unix socket.
+
+Standard library only and on the executable's hot path, so HTTP is spoken by hand (one request
+per connection, the daemon closes it) instead of through `http.client`, whose `email` import
+alone costs more than the whole round trip. The wire shape is Multus's `/cni` API: a JSON body
+`{"env": {...}, "config": "<base64 stdin>"}`, answered 200 `{"Result": {...}}` (or an empty body),
+or 400 with CNI error JSON.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import socket
+import time
+
+from cni_shim.errors import INTERNAL, TRY_AGAIN_LATER, CniError
+
+SOCKET_NAME = "cni-shim.sock"
+DEFAULT_READY_TIMEOUT = 30.0
+DEFAULT_REQUEST_TIMEOUT = 200.0
+READY_INTERVAL = 0.1
+_MAX_ANSWER = 16 * 1024 * 1024
+# Multus's shim keys, plus our two time budgets; matched case-insensitively as Go decodes them.
+_SOCKET_DIR_KEY = "daemonsocketdir"
+_READY_KEY = "daemonreadytimeout"
+_REQUEST_KEY = "daemonrequesttimeout"
+
+
+class Target:
+    """Where and how patiently to reach the daemon, from the shim's own config."""
+
+    def __init__(self, socket_dir: str, ready_timeout: float, request_timeout: float) -> None:
+        self.path = os.path.join(socket_dir, SOCKET_NAME)
+        self.ready_timeout = ready_timeout
+        self.request_timeout = request_timeout
+
+
+def _seconds(value: object, default: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        return default
+    return float(value)
+
+
+def target(stdin: bytes) -> Target | None:
+    """The daemon to forward to, or None for thin mode (no daemonSocketDir in the config)."""
+    if b"aemonsocketdir" not in stdin.lower():
+        return None
+    try:
+        raw = json.loads(stdin)
+    except (ValueError, RecursionError):
+        return None  # thin mode reports the malformed config exactly as it always does
+    if not isinstance(raw, dict):
+        return None
+    keys = {str(k).lower(): v for k, v in raw.items()}
+    socket_dir = keys.get(_SOCKET_DIR_KEY)
+    if not isinstance(socket_dir, str) or not socket_dir:
+        return None
+    return Target(
+        socket_dir,
+        _seconds(keys.get(_READY_KEY), DEFAULT_READY_TIMEOUT),
+        _seconds(keys.get(_REQUEST_KEY), DEFAULT_REQUEST_TIMEOUT),
+    )
+
+
+def _unavailable(where: Target, why: str) -> CniError:
+    return CniError(
+        "DaemonUnavailable",
+        f"cni-shim-daemon is not serving {where.path}: {why}; check the cni-shim-daemon Pod on this node",
+        TRY_AGAIN_LATER,
+    )
+
+
+def exchange(path: str, method: str, endpoint: str, body: bytes, timeout: float) -> tuple[int, bytes]:
+    """One HTTP/1.1 request on a fresh unix-socket connection; returns (status, body)."""
+    head = (
+        f"{method} {endpoint} HTTP/1.1\r\nHost: cni-shim-daemon\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        sock.connect(path)
+        sock.sendall(head + body)
+        chunks = []
+        size = 0
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > _MAX_ANSWER:
+                raise OSError(f"answer larger than {_MAX_ANSWER} bytes")
+    answer = b"".join(chunks)
+    header, sep, payload = answer.partition(b"\r\n\r\n")
+    parts = header.split(b" ", 2)
+    if not sep or len(parts) < 2 or not parts[1].isdigit():
+        raise OSError(f"not an HTTP answer: {answer[:200]!r}")
+    return int(parts[1]), payload
+
+
+def _wait_ready(where: Target) -> None:
+    deadline = time.monotonic() + where.ready_timeout
+    while True:
+        try:
+            status, _ = exchange(where.path, "GET", "/readyz", b"", READY_INTERVAL * 10)
+            if status == 200:
+                return
+            why = f"/readyz answered {status} (shutting down)"
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+        if time.monotonic() + READY_INTERVAL > deadline:
+            raise _unavailable(where, f"not ready within {where.ready_timeout:g}s ({why})")
+        time.sleep(READY_INTERVAL)
+
+
+def forward(env: dict[str, str], stdin: bytes, where: Target) -> dict[str, object] | None:
+    """Send the request; returns the ADD result (None for other verbs) or raises the daemon's CniError."""
+    _wait_ready(where)
+    body = json.dumps({"env": env, "config": base64.b64encode(stdin).decode()}).encode()
+    try:
+        status, payload = exchange(where.path, "POST", "/cni", body, where.request_timeout)
+    except TimeoutError as exc:
+        raise CniError(
+            "DaemonTimeout",
+            f"cni-shim-daemon did not answer within {where.request_timeout:g}s on {where.path}; "
+            "the request may still complete there, the runtime will retry",
+            TRY_AGAIN_LATER,
+        ) from exc
+    except OSError as exc:
+        raise _unavailable(where, f"the request was cut off ({exc.strerror or exc})") from exc
+    return _answer(status, payload)
+
+
+def _answer(status: int, payload: bytes) -> dict[str, object] | None:
+    try:
+        doc = json.loads(payload) if payload.strip() else None
+    except ValueError:
+        doc = None
+    if status == 200:
+        if doc is None:
+            return None
+        if isinstance(doc, dict) and isinstance(doc.get("Result"), dict):
+            result: dict[str, object] = doc["Result"]
+            return result
+    elif status == 400 and isinstance(doc, dict) and doc.get("msg"):
+        # Already the thin-mode error text and code; pass it on untouched.
+        raise RemoteError(doc)
+    raise CniError(
+        "DaemonProtocolError",
+        f"cni-shim-daemon answered {status} with {payload[:500]!r}; check that the shim and daemon versions match",
+        INTERNAL,
+    )
+
+
+class RemoteError(CniError):
+    """The daemon's CNI error JSON, carried to the runtime byte for byte."""
+
+    def __init__(self, doc: dict[str, object]) -> None:
+        code = doc.get("code")
+        super().__init__(
+            "DaemonReportedError",
+            str(doc.get("msg")),
+            code if isinstance(code, int) else INTERNAL,
+            str(doc.get("details") or ""),
+        )
+        self.doc = doc
+
+    def to_json(self, cni_version: str) -> dict[str, object]:
+        return self.doc
