@@ -310,7 +310,10 @@ class FaultProxy:
         serving = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         serving.load_cert_chain(str(serving_cert), str(serving_key))
         self._server = _Server(("127.0.0.1", 0), _Handler, self)
-        self._server.socket = serving.wrap_socket(self._server.socket, server_side=True)
+        # The handshake runs in each handler thread (setup), so a stalled client never blocks accept().
+        self._server.socket = serving.wrap_socket(
+            self._server.socket, server_side=True, do_handshake_on_connect=False
+        )
         self.port: int = self._server.server_address[1]
         self.server = f"https://127.0.0.1:{self.port}"
         self.kubeconfig = kubeconfig.write(
@@ -455,6 +458,9 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def setup(self) -> None:
+        self.request.settimeout(30)
+        self.request.do_handshake()
+        self.request.settimeout(None)
         super().setup()
         self.server.proxy._track(self.connection, True)
 
