@@ -264,3 +264,12 @@ def test_official_client_silently_retries_a_dropped_read(
     admin_proxy.add_rule(fault, verb="get", resource="configmaps", times=1)
     assert core_via.read_namespaced_config_map("read-me", k8s_namespace).data == {"k": "v"}
     assert [r.fault for r in admin_proxy.requests_for(verb="get")] == [fault.describe(), None]
+
+
+def test_delay_forwards_late(admin_proxy: FaultProxy, core_via: client.CoreV1Api, k8s_namespace: str) -> None:
+    admin_proxy.add_rule(faultproxy.delay(1.5), verb="create", resource="configmaps", times=1)
+    started = time.monotonic()
+    created = core_via.create_namespaced_config_map(k8s_namespace, _typed("late"))
+    assert time.monotonic() - started >= 1.5
+    assert created.metadata is not None and created.metadata.name == "late"
+    assert [(r.status, r.fault) for r in admin_proxy.requests_for(verb="create")] == [(201, "delay")]
