@@ -1,0 +1,161 @@
+"""The real shim and daemon processes: crashes, restarts, DEL errors, DEL after the Pod is gone.
+
+Delegates are the recorder and the fault injector, so these need no network namespaces; the
+tests marked integration also use the real kube-apiserver and its audit log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from tests.bed.waiting import wait_for
+from tests.integration.cni_shim.test_live_api import _create_pod
+from tests.support.cni_daemon import DAEMON_USER, pod_args, run_shim, shim_conf
+
+CID = "c0ffee"
+
+
+def _recorder(log: Path, **extra: Any) -> dict[str, Any]:
+    return {"cniVersion": "1.0.0", "name": "podnet", "type": "recorder", "logFile": str(log), **extra}
+
+
+def _calls(log: Path) -> list[tuple[str, str]]:
+    if not log.exists():
+        return []
+    return [
+        (c["command"], c["env"]["CNI_CONTAINERID"]) for c in map(json.loads, log.read_text().splitlines())
+    ]
+
+
+def _counts(state: Path) -> dict[str, int]:
+    try:
+        data: dict[str, int] = json.loads(state.read_text() or "{}")
+    except FileNotFoundError:
+        return {}
+    return data
+
+
+def test_killed_mid_add_leaves_a_cache_the_restarted_daemon_deletes_from(cni_daemon, thick_bin, tmp_path):
+    cache = tmp_path / "cache"
+    daemon = cni_daemon({"cniDir": str(cache), "binDir": str(thick_bin)}, kube=False)
+    state = tmp_path / "faulty.json"
+    conf = shim_conf(
+        daemon,
+        delegates=[
+            {
+                "cniVersion": "1.0.0",
+                "name": "hanging",
+                "type": "faulty",
+                "stateFile": str(state),
+                "faults": [{"command": "ADD", "mode": "hang", "seconds": 120}],
+            }
+        ],
+    )
+    env = {
+        **os.environ,
+        "CNI_COMMAND": "ADD",
+        "CNI_CONTAINERID": CID,
+        "CNI_NETNS": "/run/netns/none",
+        "CNI_IFNAME": "eth0",
+        "CNI_ARGS": pod_args("ns", "p"),
+        "CNI_PATH": str(thick_bin),
+    }
+    shim = subprocess.Popen(
+        [str(thick_bin / "cni-shim")], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert shim.stdin is not None
+    shim.stdin.write(json.dumps(conf))
+    shim.stdin.close()
+    wait_for(lambda: _counts(state).get("ADD") == 1, 30, what="the delegate ADD to be running")
+    daemon.kill()
+    assert shim.wait(timeout=30) == 1
+    assert shim.stdout is not None
+    out = shim.stdout.read()
+    shim.stdout.close()
+    error = json.loads(out)
+    assert error["code"] == 11
+    assert error["msg"].startswith("DaemonUnavailable:")
+    assert (cache / CID).exists()  # the plan was saved before any delegate ran
+
+    daemon.start()
+    rm = run_shim(thick_bin, "DEL", conf, CID, pod_args("ns", "p"))
+    assert rm.returncode == 0, rm.stdout + rm.stderr
+    assert _counts(state) == {"ADD": 1, "DEL": 1}
+    assert not (cache / CID).exists()
+
+
+def test_a_restarted_daemon_serves_del_for_earlier_attachments(cni_daemon, thick_bin, tmp_path):
+    log = tmp_path / "calls.jsonl"
+    daemon = cni_daemon({"cniDir": str(tmp_path / "cache"), "binDir": str(thick_bin)}, kube=False)
+    conf = shim_conf(daemon, delegates=[_recorder(log)])
+    add = run_shim(thick_bin, "ADD", conf, CID, pod_args("ns", "p"))
+    assert add.returncode == 0, add.stdout
+    assert daemon.stop() == 0  # SIGTERM: drains and exits cleanly
+    refused = run_shim(thick_bin, "DEL", {**conf, "daemonReadyTimeout": 0.3}, CID, pod_args("ns", "p"))
+    assert refused.returncode == 1
+    assert json.loads(refused.stdout)["code"] == 11  # never a silent success while the daemon is away
+    daemon.start()
+    rm = run_shim(thick_bin, "DEL", conf, CID, pod_args("ns", "p"))
+    assert rm.returncode == 0, rm.stdout
+    assert _calls(log) == [("ADD", CID), ("DEL", CID)]
+
+
+def test_a_del_error_reads_exactly_as_in_thin_mode(cni_daemon, thick_bin, tmp_path):
+    daemon = cni_daemon({"binDir": str(thick_bin)}, kube=False)
+    failing = _recorder(
+        tmp_path / "calls.jsonl", errors={"DEL": {"code": 7, "msg": "cannot release", "details": "x"}}
+    )
+    outputs = []
+    for mode, extra in (("thin", {}), ("thick", {"daemonSocketDir": str(daemon.socket_dir)})):
+        conf = {
+            "cniVersion": "1.0.0",
+            "name": "multus-cni-network",
+            "type": "cni-shim",
+            "cniDir": str(tmp_path / "cache"),
+            "delegates": [failing],
+            **extra,
+        }
+        cid = f"{CID}-{mode}"
+        assert run_shim(thick_bin, "ADD", conf, cid, pod_args("ns", "p")).returncode == 0
+        rm = run_shim(thick_bin, "DEL", conf, cid, pod_args("ns", "p"))
+        outputs.append((rm.returncode, rm.stdout))
+    assert outputs[0] == outputs[1]
+    assert outputs[0][0] == 1
+    assert json.loads(outputs[0][1])["msg"] == "DelegateFailed: cannot release; x"
+
+
+@pytest.mark.integration
+def test_add_recovers_a_missing_uid_live_and_del_after_pod_deletion_reads_nothing(
+    testbed, k8s_namespace, cni_daemon, thick_bin, tmp_path
+):
+    ns = k8s_namespace
+    log = tmp_path / "calls.jsonl"
+    daemon = cni_daemon(
+        {"cniDir": str(tmp_path / "cache"), "binDir": str(thick_bin), "liveNetworkConfigOnAdd": True}
+    )
+    conf = shim_conf(daemon, delegates=[_recorder(log)])
+    pod = _create_pod(testbed.api_client, ns, "gone-soon", testbed.node_name, {})
+    add = run_shim(thick_bin, "ADD", conf, CID, pod_args(ns, "gone-soon"))  # the runtime sent no UID
+    assert add.returncode == 0, add.stdout
+    (logged,) = [e for e in daemon.logs() if e.get("msg") == "ADD ok"]
+    assert logged["uid"] == pod["metadata"]["uid"]
+
+    core = client.CoreV1Api(testbed.api_client)
+    core.delete_namespaced_pod("gone-soon", ns, grace_period_seconds=0)
+    wait_for(
+        lambda: not any(p.metadata.name == "gone-soon" for p in core.list_namespaced_pod(ns).items),
+        30,
+        what="the Pod to be gone",
+    )
+    mark = testbed.audit.mark()
+    rm = run_shim(thick_bin, "DEL", conf, CID, pod_args(ns, "gone-soon"))
+    assert rm.returncode == 0, rm.stdout
+    assert _calls(log) == [("ADD", CID), ("DEL", CID)]
+    assert testbed.audit.events(since=mark, user=DAEMON_USER, verb="get") == []

@@ -1,0 +1,166 @@
+"""Spec 17.3's decisive regression test through the real shim, daemon and kube-apiserver.
+
+The daemon's informers hold the old Pod (no managed entries) and have never seen the new shadow
+NAD, while the API server holds the patched Pod and the shadow. The informers are frozen through
+the daemon's test hook right after they saw the old Pod, so the staleness is certain, not a race.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from sriov_contract import keys
+from tests.bed.waiting import wait_for
+from tests.integration.cni_shim.test_live_api import _create_nad, _create_pod
+from tests.support.cni_daemon import DAEMON_USER, pod_args, run_shim, shim_conf
+from tests.support.cni_shim import managed_shadow, registry_annotation
+
+pytestmark = [pytest.mark.integration]
+
+PCI = "0000:03:00.1"
+RAIL_IPAM = {
+    "type": "static",
+    "addresses": [{"address": "192.0.2.10/24"}],
+    "routes": [{"dst": "198.51.100.0/24"}],
+}
+
+
+def _stale_setup(testbed, ns: str, cni_daemon, thick_bin: Path, tmp_path: Path, *, live: bool):
+    daemon = cni_daemon(
+        {"cniDir": str(tmp_path / "cache"), "binDir": str(thick_bin), "liveNetworkConfigOnAdd": live}
+    )
+    api = testbed.api_client
+    pod = _create_pod(api, ns, "workload", testbed.node_name, {})
+    key = f"{ns}/workload"
+    old_version = wait_for(
+        lambda: daemon.informers()["pod"].get(key), 20, what=f"the daemon's Pod informer to see {key}"
+    )
+    daemon.freeze_informers()
+    uid = pod["metadata"]["uid"]
+    log = tmp_path / "calls.jsonl"
+    sriov_conf = json.dumps(
+        {
+            "cniVersion": "1.0.0",
+            "name": "rail-a",
+            "type": "sriov",
+            "deviceID": PCI,
+            "ipam": RAIL_IPAM,
+            "logFile": str(log),
+        },
+        separators=(",", ":"),
+    )
+    shadow = managed_shadow(
+        namespace=ns, pod_name="workload", pod_uid=uid, node=testbed.node_name, config=sriov_conf
+    )
+    created = _create_nad(api, ns, shadow["nad"])
+    shadow["entry"]["uid"] = created["metadata"]["uid"]
+    patched = client.CoreV1Api(api).patch_namespaced_pod(
+        "workload",
+        ns,
+        {
+            "metadata": {
+                "annotations": {
+                    keys.NETWORKS_ANNOTATION: json.dumps([shadow["selection"]]),
+                    keys.REGISTRY_ANNOTATION: registry_annotation(uid, [shadow["entry"]]),
+                }
+            }
+        },
+    )
+    assert patched.metadata.resource_version != old_version
+    conf = shim_conf(
+        daemon,
+        delegates=[{"cniVersion": "1.0.0", "name": "podnet", "type": "recorder", "logFile": str(log)}],
+    )
+    return daemon, conf, uid, shadow, old_version, log
+
+
+def _calls(log: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def _release(testbed, ns: str, name: str) -> None:
+    client.CustomObjectsApi(testbed.api_client).patch_namespaced_custom_object(
+        "k8s.cni.cncf.io",
+        "v1",
+        ns,
+        "network-attachment-definitions",
+        name,
+        {"metadata": {"finalizers": None}},
+    )
+
+
+def test_live_reads_run_the_sriov_delegate_despite_stale_informers(
+    testbed, k8s_namespace, cni_daemon, thick_bin, tmp_path
+):
+    ns = k8s_namespace
+    daemon, conf, uid, shadow, old_version, log = _stale_setup(
+        testbed, ns, cni_daemon, thick_bin, tmp_path, live=True
+    )
+    mark = testbed.audit.mark()
+    add = run_shim(thick_bin, "ADD", conf, "stale1", pod_args(ns, "workload", uid))
+    assert add.returncode == 0, add.stdout + add.stderr
+
+    calls = _calls(log)
+    assert [(c["command"], c["stdin"]["name"], c["env"]["CNI_IFNAME"]) for c in calls] == [
+        ("ADD", "podnet", "eth0"),
+        ("ADD", "rail-a", "dra0"),
+    ]
+    sriov = calls[1]["stdin"]
+    assert sriov["deviceID"] == PCI
+    assert sriov["ipam"] == RAIL_IPAM
+
+    # (4) the daemon read the Pod and the NAD live and never touched DRA objects
+    events = testbed.audit.wait_for_count(1, since=mark, user=DAEMON_USER, verb="update")
+    asked = [e for e in testbed.audit.events(since=mark, user=DAEMON_USER)]
+    assert not [e for e in asked if e.resource in ("resourceclaims", "resourceslices")]
+    got = {(e.verb, e.resource, e.name) for e in asked}
+    assert ("get", "pods", "workload") in got
+    assert ("get", "network-attachment-definitions", shadow["name"]) in got
+    assert events[0].subresource == "status"
+
+    # (5) the shared caches still hold what they held: the old Pod, no shadow
+    cached = daemon.informers()
+    assert cached["pod"][f"{ns}/workload"] == old_version
+    assert f"{ns}/{shadow['name']}" not in cached["nad"]
+    assert daemon.metric("cni_shim_daemon_live_api_reads_total", kind="nad") >= 1
+    assert daemon.metric("cni_shim_daemon_cache_reads_total", kind="pod", result="hit") == 0
+    assert daemon.metric("cni_shim_daemon_requests_total", command="ADD", result="ok") == 1
+    (logged,) = [e for e in daemon.logs() if e.get("msg") == "ADD ok"]
+    assert logged["containerID"] == "stale1"
+    assert logged["pod"] == f"{ns}/workload"
+    assert logged["uid"] == uid
+    assert logged["ifname"] == "eth0"
+
+    status = json.loads(
+        client.CoreV1Api(testbed.api_client)
+        .read_namespaced_pod("workload", ns)
+        .metadata.annotations[keys.NETWORK_STATUS_ANNOTATION]
+    )
+    assert [s["name"] for s in status] == ["podnet", f"{ns}/{shadow['name']}"]
+    rm = run_shim(thick_bin, "DEL", conf, "stale1", pod_args(ns, "workload", uid))
+    assert rm.returncode == 0, rm.stdout
+    _release(testbed, ns, shadow["name"])
+
+
+def test_without_live_reads_the_stale_cache_gives_a_primary_only_pod(
+    testbed, k8s_namespace, cni_daemon, thick_bin, tmp_path
+):
+    """Documents the bug live reads fix: Multus-style informer reads succeed with only the primary."""
+    ns = k8s_namespace
+    daemon, conf, uid, shadow, old_version, log = _stale_setup(
+        testbed, ns, cni_daemon, thick_bin, tmp_path, live=False
+    )
+    add = run_shim(thick_bin, "ADD", conf, "stale2", pod_args(ns, "workload", uid))
+    assert add.returncode == 0, add.stdout + add.stderr
+    assert [(c["command"], c["stdin"]["name"]) for c in _calls(log)] == [("ADD", "podnet")]
+    assert daemon.metric("cni_shim_daemon_cache_reads_total", kind="pod", result="hit") == 1
+    assert daemon.metric("cni_shim_daemon_live_api_reads_total", kind="nad") == 0
+    assert daemon.informers()["pod"][f"{ns}/workload"] == old_version
+    rm = run_shim(thick_bin, "DEL", conf, "stale2", pod_args(ns, "workload", uid))
+    assert rm.returncode == 0, rm.stdout
+    _release(testbed, ns, shadow["name"])
