@@ -1,0 +1,193 @@
+"""The daemon's request path in-process: overlay, view choice, UID recovery, per-container locks."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from typing import Any
+
+import pytest
+
+from cni_shim.dispatch import Dispatcher, KeyedLocks, decode_request, overlay
+from cni_shim.errors import CniError
+
+
+class FakeViews:
+    """Hands out the harness's FakeKube and records which kind of view each request asked for."""
+
+    def __init__(self, kube) -> None:
+        self.kube = kube
+        self.asked: list[str] = []
+
+    def live(self):
+        self.asked.append("live")
+        return self.kube
+
+    def cached(self):
+        self.asked.append("cached")
+        return self.kube
+
+
+class Events:
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str]] = []
+
+    def request(self, command: str, result: str, seconds: float) -> None:
+        assert seconds >= 0
+        self.requests.append((command, result))
+
+
+def body(env: dict[str, str], conf: dict[str, Any] | bytes) -> bytes:
+    raw = conf if isinstance(conf, bytes) else json.dumps(conf).encode()
+    return json.dumps({"env": env, "config": base64.b64encode(raw).decode()}).encode()
+
+
+def env_for(
+    command: str,
+    cid: str = "c1",
+    args: str = "IgnoreUnknown=1;K8S_POD_NAMESPACE=ns1;K8S_POD_NAME=pod1;K8S_POD_UID=uid-1",
+):
+    return {
+        "CNI_COMMAND": command,
+        "CNI_CONTAINERID": cid,
+        "CNI_NETNS": "/run/netns/t1",
+        "CNI_IFNAME": "eth0",
+        "CNI_ARGS": args,
+        "CNI_PATH": "/opt/cni/bin",
+    }
+
+
+@pytest.fixture
+def rig(shim):
+    assert shim.kube is not None
+    shim.kube.add_pod("ns1", "pod1", "uid-1")
+    views = FakeViews(shim.kube)
+    events = Events()
+    logged: list[tuple[str, str, dict[str, Any]]] = []
+    dispatcher = Dispatcher(
+        {"liveNetworkConfigOnAdd": True},
+        views,
+        events,
+        lambda level, msg, **f: logged.append((level, msg, f)),
+        base_services=shim.services,
+    )
+    return dispatcher, views, events, logged
+
+
+def test_overlay_lets_every_daemon_key_win():
+    merged = json.loads(
+        overlay(b'{"cniVersion":"0.3.1","name":"n","logLevel":"debug"}', {"cniVersion": "1.0.0", "x": 1})
+    )
+    assert merged == {"cniVersion": "1.0.0", "name": "n", "logLevel": "debug", "x": 1}
+
+
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        (b"not json", "not valid"),
+        (b'{"env": {"CNI_COMMAND": 1}}', "strings"),
+        (b'{"env": {}}', "CNI_COMMAND"),
+        (b'{"env": {"CNI_COMMAND": "ADD"}, "config": "***"}', "not valid"),
+    ],
+)
+def test_a_malformed_request_is_a_named_error(raw, why):
+    with pytest.raises(CniError) as err:
+        decode_request(raw)
+    assert err.value.reason == "MalformedDaemonRequest"
+    assert why in err.value.message
+
+
+def test_add_answers_in_the_multus_shape_and_the_same_bytes_thin_mode_prints(rig, shim):
+    dispatcher, views, events, logged = rig
+    answer = dispatcher.serve(body(env_for("ADD"), shim.conf()))
+    assert answer.status == 200
+    result = json.loads(answer.body)["Result"]
+    thin = shim.run("DEL", shim.conf())  # undo, then compare with a thin ADD of the same request
+    assert thin.status == 0
+    assert shim.run("ADD", shim.conf()).json == result
+    assert views.asked == ["live"]
+    assert events.requests == [("ADD", "ok")]
+    assert logged[0][0] == "info"
+    assert logged[0][2] == {
+        "containerID": "c1",
+        "pod": "ns1/pod1",
+        "uid": "uid-1",
+        "ifname": "eth0",
+        "seconds": logged[0][2]["seconds"],
+    }
+
+
+def test_live_reads_off_and_other_verbs_use_the_shared_caches(rig, shim):
+    dispatcher, views, _events, _ = rig
+    dispatcher._config = {"liveNetworkConfigOnAdd": False}
+    assert dispatcher.serve(body(env_for("ADD"), shim.conf())).status == 200
+    assert views.asked == ["cached"]
+
+
+def test_add_without_a_uid_recovers_it_through_its_own_view(rig, shim):
+    dispatcher, views, _, logged = rig
+    args = "IgnoreUnknown=1;K8S_POD_NAMESPACE=ns1;K8S_POD_NAME=pod1"
+    assert dispatcher.serve(body(env_for("ADD", args=args), shim.conf())).status == 200
+    assert views.asked == ["live", "live"]  # the recovery's own view, then the core's
+    assert logged[-1][2]["uid"] == "uid-1"
+
+
+def test_del_without_a_uid_from_the_cache_asks_for_no_view_at_all(rig, shim):
+    dispatcher, views, _events, _ = rig
+    assert dispatcher.serve(body(env_for("ADD"), shim.conf())).status == 200
+    shim.kube.pods.clear()
+    shim.kube.reads.clear()
+    views.asked.clear()
+    args = "IgnoreUnknown=1;K8S_POD_NAMESPACE=ns1;K8S_POD_NAME=pod1"
+    answer = dispatcher.serve(body(env_for("DEL", args=args), shim.conf()))
+    assert (answer.status, answer.body) == (200, b"")
+    assert views.asked == []
+    assert shim.kube.reads == []
+    assert [c for c in shim.executor.commands() if c[1] == "DEL"] == [("ptp", "DEL", "eth0")]
+
+
+def test_errors_are_the_thin_mode_error_json_with_the_reason_counted(rig, shim):
+    dispatcher, _, events, logged = rig
+    answer = dispatcher.serve(body(env_for("ADD"), b"{"))
+    assert answer.status == 400
+    doc = json.loads(answer.body)
+    assert doc["code"] == 6
+    assert doc["msg"].startswith("MalformedNetworkConfig:")
+    assert events.requests == [("ADD", "MalformedNetworkConfig")]
+    assert logged[-1][0] == "error"
+
+
+def test_same_container_requests_are_serialized_and_others_run_in_parallel():
+    locks = KeyedLocks()
+    inside = threading.Event()
+    release = threading.Event()
+    order: list[str] = []
+
+    def first() -> None:
+        with locks.hold("a"):
+            inside.set()
+            release.wait(10)
+            order.append("first")
+
+    def second_same() -> None:
+        with locks.hold("a"):
+            order.append("same")
+
+    holder = threading.Thread(target=first)
+    holder.start()
+    assert inside.wait(10)
+    waiter = threading.Thread(target=second_same)
+    waiter.start()
+    # Another container proceeds while "a" is held ...
+    with locks.hold("b"):
+        order.append("other")
+    # ... while the second "a" request cannot get in: given time, it still waits.
+    waiter.join(0.3)
+    assert waiter.is_alive()
+    assert order == ["other"]
+    release.set()
+    holder.join(10)
+    waiter.join(10)
+    assert order == ["other", "first", "same"]
+    assert len(locks) == 0  # slots vanish once nobody holds or awaits them
