@@ -68,7 +68,7 @@ def run_plugin(argv: Sequence[str], plugin: str, env: Mapping[str, str], stdin: 
             break
         except OSError as exc:
             if exc.errno != errno.ETXTBSY or attempt == _BUSY_RETRIES:
-                raise CniError("DelegateFailed", f"cannot execute plugin {argv[-1]}: {exc.strerror}") from exc
+                raise CniError("DelegateFailed", f"cannot execute {' '.join(argv)}: {exc.strerror}") from exc
             time.sleep(1)
     if proc.stderr:
         sys.stderr.buffer.write(proc.stderr)
