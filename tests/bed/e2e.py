@@ -1,0 +1,1192 @@
+"""The product's main job end to end (spec 14.2, 14.4, 16.2): two GPU/NIC pairs on one node.
+
+Everything is real except the hardware: the bed's API server, controller-manager and scheduler,
+``sriov-dra-driver`` with auto-attach registered with the simulated kubelet over its real unix
+sockets, ``cni-shim`` installed as the node's CNI (thick, with ``cni-shim-daemon`` and live
+reads, when that is built), ``plugins/sriov`` on the fake node's veth VFs with real whereabouts,
+and ptp + host-local as the cluster network.
+
+Used by ``scripts/demo.py`` (``make demo``) and ``tests/e2e``::
+
+    with Stack(bed, features, thick=...) as stack:
+        result = run_pairs(stack)          # apply, schedule, prepare, ADD, observe, check, tear down
+
+Product pieces that are not built yet (:class:`Features`) turn into SKIP checks that say why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import netaddr
+import yaml
+from kubernetes import client, dynamic
+from kubernetes.client.exceptions import ApiException
+
+from cni_shim import launcher
+from sriov_contract import keys
+from sriov_contract.errors import ReasonedError
+from tests.bed import bootstrap
+from tests.bed.bed import TestBed
+from tests.bed.fakenode import FakeNode
+from tests.bed.kubelet_sim import Cnitool, PodRecord, SimulatedKubelet
+from tests.bed.sriov_topology import VfRecord
+from tests.bed.waiting import WaitTimeout, wait_for
+from tests.support.cni import (
+    WHEREABOUTS_CRDS,
+    host_link,
+    ipv4_addresses,
+    load_two_rail,
+    make_cni_bin_dir,
+    ns_links,
+)
+from tests.support.gpu import GPU_DRIVER, gpu_slice
+from tests.support.kubelet import FakeKubelet, wait_for_socket
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "docs" / "examples"
+DRIVER = keys.DOMAIN
+POLICY_NS = "dra-driver-sriov"
+WORKLOAD_NS = "ai-workloads"
+NODE_LABEL = "networking.example.com/dual-rail"
+PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
+NAD_API = ("k8s.cni.cncf.io", "v1", "network-attachment-definitions")
+WHEREABOUTS_API = ("whereabouts.cni.cncf.io", "v1alpha1")
+SHIM_NETWORK = "multus-cni-network"
+POD_SUBNET = "10.241.0.0/24"
+BIN = Path(sys.executable).parent
+POD_START_TIMEOUT = 120.0
+CLEANUP_TIMEOUT = 90.0
+
+PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
+
+
+def as_dict(answer: object) -> dict[str, Any]:
+    """The Kubernetes client types custom-object answers as ``object``; they are JSON objects."""
+    return cast(dict[str, Any], answer)
+
+
+def items(answer: object) -> list[dict[str, Any]]:
+    return cast(list[dict[str, Any]], as_dict(answer)["items"])
+
+
+# -- which product pieces exist -------------------------------------------------------------------
+
+
+def _placeholder(script: str) -> str:
+    """Why console script ``script`` cannot run yet, or "" when it is a real program."""
+    exe = BIN / script
+    if not exe.exists():
+        return f"{script} is not installed (run 'make venv')"
+    out = subprocess.run(
+        [str(exe), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    text = (out.stderr or out.stdout).strip()
+    return text.splitlines()[-1] if "not implemented yet" in text else ""
+
+
+@dataclass(frozen=True)
+class Features:
+    """Each field is "" when that piece is built, otherwise the exact reason it is missing."""
+
+    managed: str
+    thick: str
+
+    @classmethod
+    def detect(cls) -> Features:
+        managed = ""
+        if importlib.util.find_spec("driver.managed") is None:
+            managed = "driver managed bindings (driver.managed, --multus-auto-attach) are not built yet"
+        return cls(managed=managed, thick=_placeholder("cni-shim-daemon"))
+
+
+# -- results --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Row:
+    request: str
+    gpu: str
+    vf_pci: str
+    pcie_root: str
+    rail: str
+    source_nad: str
+    shadow_nad: str
+    interface: str
+    ip: str
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str
+    detail: str = ""
+
+
+def check(name: str, ok: bool, detail: str = "") -> Check:
+    return Check(name, PASS if ok else FAIL, detail)
+
+
+@dataclass
+class Result:
+    scenario: str
+    cni_mode: str
+    rows: list[Row] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+    after_teardown: list[Check] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.status != FAIL for c in [*self.checks, *self.after_teardown])
+
+    def failed(self) -> list[Check]:
+        return [c for c in [*self.checks, *self.after_teardown] if c.status == FAIL]
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "ok": self.ok}
+
+
+COLUMNS = ("request", "GPU", "VF PCI", "pcieRoot", "rail", "source NAD", "shadow NAD", "interface", "IP")
+
+
+def render_table(rows: Sequence[Row]) -> str:
+    cells = [COLUMNS, *(tuple(str(v) for v in asdict(r).values()) for r in rows)]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(COLUMNS))]
+    lines = ["  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip() for line in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def render_checks(checks: Sequence[Check]) -> str:
+    return "\n".join(
+        f"  {c.status:<4}  {c.name}" + (f"\n        {c.detail}" if c.detail else "") for c in checks
+    )
+
+
+# -- manifests ------------------------------------------------------------------------------------
+
+
+def load_examples(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((EXAMPLES / name).read_text()) if d]
+
+
+def find(docs: Sequence[Mapping[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    for doc in docs:
+        if doc["kind"] == kind and (name is None or doc["metadata"]["name"] == name):
+            return dict(doc)
+    raise ReasonedError("ExampleMissing", f"docs/examples has no {kind} {name or ''}; restore the example")
+
+
+def substitute(
+    docs: Sequence[Mapping[str, Any]], pf_names: Mapping[str, str], ipam: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """The spec's only allowed edits: real PF names, and where whereabouts finds its datastore."""
+    out = []
+    for original in docs:
+        doc = copy.deepcopy(dict(original))
+        if doc["kind"] == "SriovResourcePolicy":
+            for config in doc["spec"]["configs"]:
+                for selector in config.get("resourceFilters") or []:
+                    selector["pfNames"] = [pf_names.get(n, n) for n in selector.get("pfNames") or []]
+        if doc["kind"] == "NetworkAttachmentDefinition":
+            config = json.loads(doc["spec"]["config"])
+            if (config.get("ipam") or {}).get("type") == "whereabouts":
+                config["ipam"].update(ipam)
+            doc["spec"]["config"] = json.dumps(config, indent=2)
+        out.append(doc)
+    return out
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Administrator objects plus the workload Pod, and what the node must advertise first."""
+
+    name: str
+    admin: tuple[dict[str, Any], ...]
+    workload: tuple[dict[str, Any], ...]
+    pod: dict[str, Any]
+    advertised: frozenset[str]  # VF PCI addresses the driver must publish before the Pod starts
+
+    @property
+    def namespace(self) -> str:
+        return str(self.pod["metadata"]["namespace"])
+
+    def objects(self) -> list[dict[str, Any]]:
+        return [*self.admin, *self.workload]
+
+
+def pairs_workload(node: FakeNode, ipam: Mapping[str, Any]) -> Workload:
+    """Spec 14.2 exactly as docs/examples has it, with the physical substitutions."""
+    docs = substitute(load_examples("multus-auto-gpu-nic-pairs.yaml"), pf_renames(node), ipam)
+    workload_kinds = ("DeviceClass", "ResourceClaimTemplate")
+    return Workload(
+        "gpu-nic-pairs",
+        admin=tuple(d for d in docs if d["kind"] not in (*workload_kinds, "Pod")),
+        workload=tuple(d for d in docs if d["kind"] in workload_kinds),
+        pod=find(docs, "Pod"),
+        advertised=frozenset(vf.pci for vf in node.vfs),
+    )
+
+
+def one_network_workload(node: FakeNode, ipam: Mapping[str, Any]) -> Workload:
+    """Spec 14.1: one NAD named once in a DeviceClass; a Pod like 14.2's using its template."""
+    pairs = load_examples("multus-auto-gpu-nic-pairs.yaml")
+    one = load_examples("one-network-deviceclass.yaml")
+    source = [d for d in pairs if d["kind"] == "Namespace"] + [
+        find(pairs, "NetworkAttachmentDefinition", "rail-a-net")
+    ]
+    docs = substitute([*source, *one], pf_renames(node), ipam)
+    pod = copy.deepcopy(find(pairs, "Pod"))
+    pod["metadata"]["name"] = "one-network-demo"
+    pod["spec"]["resourceClaims"] = [{"name": "devices", "resourceClaimTemplateName": "one-network-vf"}]
+    policy = find(docs, "SriovResourcePolicy")
+    pfs = set(policy["spec"]["configs"][0]["resourceFilters"][0]["pfNames"])
+    return Workload(
+        "one-network",
+        # Here the administrator's DeviceClass names the NAD once; the workload is the template.
+        admin=tuple(d for d in docs if d["kind"] != "ResourceClaimTemplate"),
+        workload=tuple(d for d in docs if d["kind"] == "ResourceClaimTemplate"),
+        pod=pod,
+        advertised=frozenset(vf.pci for vf in node.vfs if vf.pf in pfs),
+    )
+
+
+def second_pod(pairs: Workload) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Another Pod on the same node with one VF on each rail (both GPUs are taken by the first)."""
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "nic-per-root", "namespace": pairs.namespace},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {"name": n, "exactly": {"deviceClassName": "sriov-pcie-netdevice", "count": 1}}
+                        for n in ("nic-0", "nic-1")
+                    ],
+                    "constraints": [{"requests": ["nic-0", "nic-1"], "distinctAttribute": PCIE_ROOT}],
+                }
+            }
+        },
+    }
+    pod = copy.deepcopy(pairs.pod)
+    pod["metadata"]["name"] = "second-pod"
+    pod["spec"]["resourceClaims"] = [{"name": "devices", "resourceClaimTemplateName": "nic-per-root"}]
+    return template, pod
+
+
+def pf_renames(node: FakeNode) -> dict[str, str]:
+    return {pf.netdev.removeprefix(node.prefix): pf.netdev for pf in node.pfs}
+
+
+# -- the stack ------------------------------------------------------------------------------------
+
+
+def rbac_rules(path: Path, kind: str) -> list[dict[str, Any]]:
+    return [
+        rule for d in yaml.safe_load_all(path.read_text()) if d and d["kind"] == kind for rule in d["rules"]
+    ]
+
+
+class Process:
+    """One long-running product process with its log file."""
+
+    def __init__(self, argv: Sequence[str], env: Mapping[str, str], log: Path) -> None:
+        self.log = log
+        with log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                list(argv), env=dict(env), stdout=out, stderr=subprocess.STDOUT, cwd=REPO
+            )
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def output(self, tail: int = 4000) -> str:
+        return self.log.read_text(errors="replace")[-tail:]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class Stack:
+    """Fake node, RBAC, whereabouts, CNI config, driver, (daemon) and kubelet for one bed."""
+
+    def __init__(
+        self, bed: TestBed, features: Features, *, thick: bool, say: Callable[[str], None] = lambda s: None
+    ) -> None:
+        if thick and features.thick:
+            raise ReasonedError("ThickModeMissing", features.thick)
+        self.bed = bed
+        self.features = features
+        self.thick = thick
+        self.say = say
+        self.api = bed.api_client
+        self.core = client.CoreV1Api(self.api)
+        self.objects = client.CustomObjectsApi(self.api)
+        self.dyn = dynamic.DynamicClient(self.api)
+        self.run = Path(tempfile.mkdtemp(prefix="e2e", dir="/tmp"))
+        self.node: FakeNode | None = None
+        self.driver: Process | None = None
+        self.daemon: Process | None = None
+        self.kubelet: SimulatedKubelet | None = None
+        self.plugin: FakeKubelet | None = None
+        self.timings: dict[str, float] = {}
+
+    # paths
+    @property
+    def plugins_dir(self) -> Path:
+        return self.run / "kubelet" / "plugins"
+
+    @property
+    def registry_dir(self) -> Path:
+        return self.run / "kubelet" / "plugins_registry"
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.plugins_dir / DRIVER / "checkpoint.json"
+
+    @property
+    def bin_dir(self) -> Path:
+        return self.run / "bin"
+
+    @property
+    def net_dir(self) -> Path:
+        return self.run / "net.d"
+
+    @property
+    def fake_node(self) -> FakeNode:
+        assert self.node is not None, "Stack.up() first"
+        return self.node
+
+    def whereabouts_ipam(self) -> dict[str, Any]:
+        return {
+            "configuration_path": str(self.run / "whereabouts.conf"),
+            "kubernetes": {"kubeconfig": str(self.bed.kubeconfig)},
+        }
+
+    # lifecycle
+    def __enter__(self) -> Stack:
+        try:
+            self.up()
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
+    def up(self) -> None:
+        started = time.monotonic()
+        self.say("Creating the fake SR-IOV node (two PCIe roots, one rail PF and one GPU under each)...")
+        self.node = FakeNode.up(load_two_rail(), self.run / "sys")
+        self._namespaces()
+        self._grant()
+        self._whereabouts()
+        self._cni()
+        self._start_driver()
+        if self.thick:
+            self._start_daemon()
+        self._start_kubelet()
+        self.timings["stack_up_s"] = round(time.monotonic() - started, 2)
+
+    def _namespaces(self) -> None:
+        for name in (POLICY_NS, WORKLOAD_NS):
+            with contextlib.suppress(ApiException):
+                self.core.create_namespace(client.V1Namespace.model_validate({"metadata": {"name": name}}))
+        wait_for(
+            lambda: self.core.read_namespaced_service_account("default", WORKLOAD_NS),
+            30,
+            what=f"ServiceAccount {WORKLOAD_NS}/default",
+            ignore=(ApiException,),
+        )
+
+    def _grant(self) -> None:
+        """Exactly the deployed RBAC (deploy/*-rbac.yaml), bound to the bed's client-cert users."""
+        driver = self.bed.user_of("driver")
+        self.bed.grant(driver, rbac_rules(REPO / "deploy/driver-rbac.yaml", "ClusterRole"))
+        self.bed.grant(driver, rbac_rules(REPO / "deploy/driver-rbac.yaml", "Role"), namespace=POLICY_NS)
+        self.bed.grant(self.bed.user_of("cni"), rbac_rules(REPO / "deploy/cni-rbac.yaml", "ClusterRole"))
+
+    def _whereabouts(self) -> None:
+        # The release's crds/ also holds its DaemonSet; install only the two CRDs the CNI uses.
+        crds = self.run / "whereabouts-crds"
+        crds.mkdir()
+        for name in WHEREABOUTS_CRDS:
+            shutil.copy(self.bed.tool_dir("whereabouts") / "crds" / name, crds / name)
+        bootstrap.install_crds(self.api, crds)
+        (self.run / "whereabouts.conf").write_text(
+            json.dumps({"datastore": "kubernetes", "kubernetes": {"kubeconfig": str(self.bed.kubeconfig)}})
+        )
+
+    def _cni(self) -> None:
+        """The node's CNI: cni-shim first in the conf dir, ptp + host-local as the cluster network."""
+        make_cni_bin_dir(self.bin_dir, self.bed.tools)
+        launcher.install(self.bin_dir / "cni-shim")
+        self.net_dir.mkdir()
+        podnet = self.net_dir / "10-podnet.conflist"
+        podnet.write_text(
+            json.dumps(
+                {
+                    "cniVersion": "1.0.0",
+                    "name": "podnet",
+                    "plugins": [
+                        {
+                            "type": "ptp",
+                            "ipam": {
+                                "type": "host-local",
+                                "subnet": POD_SUBNET,
+                                "dataDir": str(self.run / "host-local"),
+                            },
+                        }
+                    ],
+                },
+                indent=2,
+            )
+        )
+        common = {
+            "cniDir": str(self.run / "shim-cache"),
+            "binDir": str(self.bin_dir),
+            "confDir": str(self.run / "multus.d"),
+            "liveNetworkConfigOnAdd": True,
+            "logFile": str(self.run / "cni-shim.log"),
+            "logLevel": "verbose",
+        }
+        shim: dict[str, Any] = {
+            "cniVersion": "1.0.0",
+            "name": SHIM_NETWORK,
+            "type": "cni-shim",
+            "clusterNetwork": str(podnet),
+        }
+        if self.thick:
+            shim["daemonSocketDir"] = str(self.run / "sock")
+            daemon = {
+                "cniVersion": "1.0.0",
+                "socketDir": str(self.run / "sock"),
+                "kubeconfig": str(self.bed.kubeconfig_for("cni")),
+                "logToStderr": True,
+                **common,
+            }
+            (self.run / "daemon-config.json").write_text(json.dumps(daemon, indent=2))
+        else:
+            shim.update(common, kubeconfig=str(self.bed.kubeconfig_for("cni")))
+        (self.net_dir / "00-auto-sriov.conf").write_text(json.dumps(shim, indent=2))
+
+    def delegate_env(self) -> dict[str, str]:
+        return {**self.fake_node.env(), "SRIOV_CNI_DATA_DIR": str(self.run / "sriov-data")}
+
+    def _start_driver(self) -> None:
+        self.say(
+            "Starting sriov-dra-driver (MULTUS mode"
+            + (", auto-attach)" if not self.features.managed else ")")
+        )
+        for d in (self.plugins_dir, self.registry_dir, self.run / "cdi"):
+            d.mkdir(parents=True, exist_ok=True)
+        env = {
+            **os.environ,
+            "NODE_NAME": self.bed.node_name,
+            "NAMESPACE": POLICY_NS,
+            "CDI_ROOT": str(self.run / "cdi"),
+            "KUBELET_REGISTRAR_DIRECTORY_PATH": str(self.registry_dir),
+            "KUBELET_PLUGINS_DIRECTORY_PATH": str(self.plugins_dir),
+            "SYSFS_ROOT": str(self.fake_node.sysfs_root),
+            "KUBECONFIG": str(self.bed.kubeconfig_for("driver")),
+            "CONFIGURATION_MODE": "MULTUS",
+            "MULTUS_AUTO_ATTACH": "false" if self.features.managed else "true",
+        }
+        self.driver = Process([str(BIN / "sriov-dra-driver")], env, self.run / "driver.log")
+
+    def _start_daemon(self) -> None:
+        self.say("Starting cni-shim-daemon (thick mode, live reads on ADD)")
+        sock = self.run / "sock"
+        env = {**os.environ, **self.delegate_env()}
+        self.daemon = Process(
+            [str(BIN / "cni-shim-daemon"), "--config", str(self.run / "daemon-config.json")],
+            env,
+            self.run / "daemon.log",
+        )
+        daemon = self.daemon
+
+        def listening() -> bool:
+            if not daemon.alive():
+                raise ReasonedError("DaemonExited", f"cni-shim-daemon exited: {daemon.output()}")
+            return sock.is_dir() and any(p.is_socket() for p in sock.iterdir())
+
+        wait_for(listening, 30, what=f"cni-shim-daemon to listen in {sock}")
+
+    def _start_kubelet(self) -> None:
+        assert self.driver is not None
+        try:
+            registration = wait_for_socket(self.registry_dir, "-reg.sock", 60)
+        except TimeoutError:
+            raise ReasonedError(
+                "DriverNotRegistered",
+                f"sriov-dra-driver never offered its registration socket: {self.driver.output()}",
+            ) from None
+        self.plugin = FakeKubelet(registration)
+        self.plugin.register()
+        cnitool = Cnitool(
+            self.bed.tools.binary("cnitool", "cnitool"),
+            self.net_dir,
+            self.bin_dir,
+            SHIM_NETWORK,
+            self.delegate_env(),
+        )
+        self.kubelet = SimulatedKubelet(self.api, self.bed.node_name, {DRIVER: self.plugin}, cnitool)
+        self.kubelet.start()
+
+    def down(self) -> None:
+        if self.kubelet is not None:
+            self.kubelet.stop()
+        if self.plugin is not None:
+            self.plugin.close()
+        for proc in (self.daemon, self.driver):
+            if proc is not None:
+                proc.stop()
+        # Slices outlive the driver (the Node owns them); leave the node as we found it.
+        for item in self.list_objects(
+            "resource.k8s.io", "v1", "resourceslices", field_selector=f"spec.nodeName={self.bed.node_name}"
+        ):
+            with contextlib.suppress(ApiException):
+                self.objects.delete_cluster_custom_object(
+                    "resource.k8s.io", "v1", "resourceslices", item["metadata"]["name"]
+                )
+        if self.node is not None:
+            self.node.down()
+        shutil.rmtree(self.run, ignore_errors=True)
+
+    def logs(self) -> str:
+        parts = []
+        for name, proc in (("driver", self.driver), ("cni-shim-daemon", self.daemon)):
+            if proc is not None:
+                parts.append(f"--- {name} ({proc.log}) ---\n{proc.output()}")
+        shim_log = self.run / "cni-shim.log"
+        if shim_log.exists():
+            parts.append(f"--- cni-shim ---\n{shim_log.read_text(errors='replace')[-4000:]}")
+        if self.kubelet is not None and self.kubelet.log:
+            parts.append("--- kubelet-sim ---\n" + "\n".join(self.kubelet.log[-20:]))
+        return "\n".join(parts)
+
+    # -- applying and removing objects ------------------------------------------------------------
+
+    def list_objects(
+        self, group: str, version: str, plural: str, *, namespace: str | None = None, **query: Any
+    ) -> list[dict[str, Any]]:
+        if namespace is None:
+            return items(self.objects.list_cluster_custom_object(group, version, plural, **query))
+        return items(self.objects.list_namespaced_custom_object(group, version, namespace, plural, **query))
+
+    def get_object(
+        self, group: str, version: str, plural: str, name: str, *, namespace: str | None = None
+    ) -> dict[str, Any]:
+        if namespace is None:
+            return as_dict(self.objects.get_cluster_custom_object(group, version, plural, name))
+        return as_dict(self.objects.get_namespaced_custom_object(group, version, namespace, plural, name))
+
+    def apply(self, docs: Sequence[Mapping[str, Any]]) -> None:
+        self.bed.apply(docs)
+
+    def delete(self, docs: Sequence[Mapping[str, Any]]) -> None:
+        for doc in reversed(docs):
+            if doc["kind"] == "Namespace":
+                continue  # shared with whatever else lives there
+            resource = self.dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+            with contextlib.suppress(ApiException):
+                resource.delete(name=doc["metadata"]["name"], namespace=doc["metadata"].get("namespace"))
+
+    def label_node(self, on: bool) -> None:
+        if on:
+            self.core.patch_node(self.bed.node_name, {"metadata": {"labels": {NODE_LABEL: "true"}}})
+        else:
+            escaped = NODE_LABEL.replace("~", "~0").replace("/", "~1")
+            with contextlib.suppress(ApiException):
+                self.core.patch_node(
+                    self.bed.node_name, [{"op": "remove", "path": f"/metadata/labels/{escaped}"}]
+                )
+
+    def published(self) -> dict[str, dict[str, Any]]:
+        """Our driver's advertised devices on this node: device name -> attributes."""
+        slices = self.list_objects(
+            "resource.k8s.io",
+            "v1",
+            "resourceslices",
+            field_selector=f"spec.nodeName={self.bed.node_name},spec.driver={DRIVER}",
+        )
+        return {d["name"]: d.get("attributes") or {} for s in slices for d in s["spec"].get("devices") or []}
+
+    def wait_advertised(self, pcis: frozenset[str]) -> None:
+        def ready() -> bool:
+            got = {
+                str(a.get("resource.kubernetes.io/pciBusID", {}).get("string"))
+                for a in self.published().values()
+            }
+            return got == set(pcis)
+
+        wait_for(ready, 60, what=f"the driver to advertise exactly {sorted(pcis)}")
+
+    # -- Pods -------------------------------------------------------------------------------------
+
+    def create_pod(self, pod: Mapping[str, Any]) -> dict[str, Any]:
+        created = self.core.create_namespaced_pod(
+            pod["metadata"]["namespace"], client.V1Pod.model_validate(dict(pod))
+        )
+        out: dict[str, Any] = self.api.sanitize_for_serialization(created)
+        return out
+
+    def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            pod: dict[str, Any] = self.api.sanitize_for_serialization(
+                self.core.read_namespaced_pod(name, namespace)
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return pod
+
+    def wait_running(self, namespace: str, name: str, timeout: float = POD_START_TIMEOUT) -> dict[str, Any]:
+        assert self.kubelet is not None
+
+        def running() -> dict[str, Any] | None:
+            pod = self.read_pod(namespace, name)
+            return pod if pod and (pod.get("status") or {}).get("phase") == "Running" else None
+
+        try:
+            return wait_for(running, timeout, what=f"Pod {namespace}/{name} Running", interval=0.2)
+        except WaitTimeout as exc:
+            pod = self.read_pod(namespace, name) or {}
+            conditions = [
+                (c["type"], c.get("reason"), c.get("message"))
+                for c in (pod.get("status") or {}).get("conditions") or []
+            ]
+            errors = "; ".join(self.kubelet.errors.values())
+            raise ReasonedError(
+                "PodNotRunning",
+                f"{exc.message}; conditions {conditions}; kubelet: {errors or 'no error recorded'}",
+            ) from None
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        with contextlib.suppress(ApiException):
+            self.core.delete_namespaced_pod(name, namespace)
+        wait_for(
+            lambda: self.read_pod(namespace, name) is None,
+            CLEANUP_TIMEOUT,
+            what=f"Pod {namespace}/{name} gone",
+            interval=0.2,
+        )
+
+    def sandbox(self, pod_uid: str) -> PodRecord:
+        assert self.kubelet is not None
+        record = self.kubelet.record(pod_uid)
+        if record is None:
+            raise ReasonedError("NoSandbox", f"the simulated kubelet holds no sandbox for Pod UID {pod_uid}")
+        return record
+
+    def shadows(self, namespace: str, pod_uid: str | None = None) -> list[dict[str, Any]]:
+        out = []
+        for nad in self.list_objects(*NAD_API, namespace=namespace):
+            binding = (nad["metadata"].get("annotations") or {}).get(keys.BINDING_ANNOTATION)
+            if binding and (pod_uid is None or json.loads(binding).get("podUID") == pod_uid):
+                out.append(nad)
+        return out
+
+    def nad(self, namespace: str, name: str) -> dict[str, Any]:
+        return self.get_object(*NAD_API, name, namespace=namespace)
+
+    def claim_of(self, pod: Mapping[str, Any]) -> dict[str, Any]:
+        (status,) = [
+            s for s in pod["status"].get("resourceClaimStatuses") or [] if s.get("resourceClaimName")
+        ]
+        return self.get_object(
+            "resource.k8s.io",
+            "v1",
+            "resourceclaims",
+            status["resourceClaimName"],
+            namespace=pod["metadata"]["namespace"],
+        )
+
+    def gpu_attributes(self) -> dict[str, dict[str, Any]]:
+        return {d["name"]: d["attributes"] for s in self.gpu_slices() for d in s["spec"].get("devices") or []}
+
+    def gpu_slices(self) -> list[dict[str, Any]]:
+        selector = f"spec.nodeName={self.bed.node_name},spec.driver={GPU_DRIVER}"
+        return self.list_objects("resource.k8s.io", "v1", "resourceslices", field_selector=selector)
+
+    def publish_gpus(self) -> None:
+        """The NVIDIA driver's publication for the fake node's GPUs (tests/support/gpu.py)."""
+        self.withdraw_gpus()
+        self.objects.create_cluster_custom_object(
+            "resource.k8s.io", "v1", "resourceslices", gpu_slice(self.bed.node_name, self.fake_node.gpus)
+        )
+
+    def withdraw_gpus(self) -> None:
+        for item in self.gpu_slices():
+            with contextlib.suppress(ApiException):
+                self.objects.delete_cluster_custom_object(
+                    "resource.k8s.io", "v1", "resourceslices", item["metadata"]["name"]
+                )
+
+    def whereabouts_allocations(self, network_names: Sequence[str]) -> list[str]:
+        """IPs whereabouts still holds on these networks (IPPools and overlapping reservations)."""
+        group, version = WHEREABOUTS_API
+        held = []
+        for pool in self.list_objects(group, version, "ippools", namespace="kube-system"):
+            if any(pool["metadata"]["name"].startswith(n + "-") for n in network_names):
+                held += [
+                    f"{pool['metadata']['name']}#{k} {v.get('podref')}"
+                    for k, v in (pool["spec"].get("allocations") or {}).items()
+                ]
+        return held
+
+    def reserved_ips(self, pod_refs: Sequence[str]) -> list[str]:
+        group, version = WHEREABOUTS_API
+        reservations = self.list_objects(
+            group, version, "overlappingrangeipreservations", namespace="kube-system"
+        )
+        return [r["metadata"]["name"] for r in reservations if r["spec"].get("podref") in pod_refs]
+
+    def vfs_not_home(self) -> list[str]:
+        out = []
+        for vf in self.fake_node.vfs:
+            link = host_link(vf.netdev)
+            if link is None or link["address"] != vf.mac:
+                out.append(f"{vf.netdev} ({vf.pci})")
+        return out
+
+    def checkpoint_claims(self) -> dict[str, Any]:
+        if not self.checkpoint.exists():
+            return {}
+        claims: dict[str, Any] = json.loads(self.checkpoint.read_text())["data"]["claims"]
+        return claims
+
+
+# -- observing a running Pod ------------------------------------------------------------------------
+
+
+@dataclass
+class Observed:
+    pod: dict[str, Any]
+    claim: dict[str, Any]
+    shadows: list[dict[str, Any]]
+    links: dict[str, Any]
+    rows: list[Row]
+
+    @property
+    def uid(self) -> str:
+        return str(self.pod["metadata"]["uid"])
+
+
+def _results(claim: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return list(claim["status"]["allocation"]["devices"]["results"])
+
+
+def _binding(nad: Mapping[str, Any]) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(nad["metadata"]["annotations"][keys.BINDING_ANNOTATION])
+    return doc
+
+
+def _partner(template_constraints: Sequence[Mapping[str, Any]], request: str) -> str:
+    for c in template_constraints:
+        if c.get("matchAttribute") == PCIE_ROOT and request in c["requests"]:
+            return next((r for r in c["requests"] if r != request), "")
+    return ""
+
+
+def observe(stack: Stack, pod: Mapping[str, Any]) -> Observed:
+    namespace = pod["metadata"]["namespace"]
+    live = stack.read_pod(namespace, pod["metadata"]["name"]) or {}
+    claim = stack.claim_of(live)
+    results = _results(claim)
+    by_request = {r["request"]: r for r in results}
+    constraints = claim["spec"]["devices"].get("constraints") or []
+    shadows = stack.shadows(namespace, live["metadata"]["uid"])
+    by_pci = {_binding(s)["pciAddress"]: s for s in shadows}
+    links = ns_links(stack.sandbox(live["metadata"]["uid"]).sandbox.netns_path)
+    published = stack.published()
+    rows = []
+    for result in sorted((r for r in results if r["driver"] == DRIVER), key=lambda r: r["request"]):
+        attrs = published.get(result["device"], {})
+        pci = str(attrs.get("resource.kubernetes.io/pciBusID", {}).get("string", "?"))
+        partner = by_request.get(_partner(constraints, result["request"]))
+        shadow = by_pci.get(pci)
+        binding = _binding(shadow) if shadow else {}
+        interface = str(binding.get("interface", "-"))
+        addresses = ipv4_addresses(links.get(interface, {}))
+        rail = next((vf.rail for vf in stack.fake_node.vfs if vf.pci == pci), "?")
+        rows.append(
+            Row(
+                request=result["request"],
+                gpu=str(partner["device"]) if partner else "-",
+                vf_pci=pci,
+                pcie_root=str(attrs.get(PCIE_ROOT, {}).get("string", "?")),
+                rail=rail,
+                source_nad="/".join((binding.get("source") or {}).get(k, "?") for k in ("namespace", "name"))
+                if binding
+                else "-",
+                shadow_nad=str(shadow["metadata"]["name"]) if shadow else "-",
+                interface=interface,
+                ip=",".join(addresses) or "-",
+            )
+        )
+    return Observed(live, claim, shadows, links, rows)
+
+
+# -- checks (spec 14.4) -----------------------------------------------------------------------------
+
+
+def _vf(stack: Stack, pci: str) -> VfRecord | None:
+    return next((vf for vf in stack.fake_node.vfs if vf.pci == pci), None)
+
+
+def check_allocation(obs: Observed, gpus: int, vfs: int) -> Check:
+    results = _results(obs.claim)
+    got_gpus = {(r["pool"], r["device"]) for r in results if r["driver"] == GPU_DRIVER}
+    got_vfs = {(r["pool"], r["device"]) for r in results if r["driver"] == DRIVER}
+    detail = f"{len(got_gpus)} distinct GPU result(s), {len(got_vfs)} distinct VF result(s) of {len(results)}"
+    return check(
+        f"the scheduler allocated {gpus} distinct GPUs and {vfs} distinct VFs",
+        (len(got_gpus), len(got_vfs), len(results)) == (gpus, vfs, gpus + vfs),
+        detail,
+    )
+
+
+def check_shadows(obs: Observed, expected: int) -> Check:
+    name = f"exactly {expected} shadow NAD(s), each with the exact Pod ownerReference (blockOwnerDeletion false) and the finalizer"
+    meta = obs.pod["metadata"]
+    want = [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": meta["name"],
+            "uid": meta["uid"],
+            "blockOwnerDeletion": False,
+        }
+    ]
+    problems = []
+    for nad in obs.shadows:
+        refs = [
+            {k: v for k, v in r.items() if k != "controller" or v}
+            for r in nad["metadata"].get("ownerReferences") or []
+        ]
+        if refs != want:
+            problems.append(f"{nad['metadata']['name']}: ownerReferences {refs}")
+        if keys.PROTECTION_FINALIZER not in (nad["metadata"].get("finalizers") or []):
+            problems.append(f"{nad['metadata']['name']}: no {keys.PROTECTION_FINALIZER}")
+    if len(obs.shadows) != expected:
+        problems.insert(0, f"found {len(obs.shadows)}")
+    return check(
+        name, not problems, "; ".join(problems) or ", ".join(s["metadata"]["name"] for s in obs.shadows)
+    )
+
+
+def check_interfaces(obs: Observed) -> Check:
+    want = {row.request: f"dra{i}" for i, row in enumerate(obs.rows)}
+    got = {row.request: row.interface for row in obs.rows}
+    names = ", ".join(f"{r} -> {i}" for r, i in got.items())
+    verb = " become " if len(want) > 1 else " becomes "
+    return check(" and ".join(want) + verb + " and ".join(want.values()), got == want and bool(want), names)
+
+
+def check_addresses(stack: Stack, obs: Observed) -> Check:
+    problems = []
+    for row in obs.rows:
+        vf = _vf(stack, row.vf_pci)
+        if vf is None:
+            problems.append(f"{row.request}: VF {row.vf_pci} is not on the fake node")
+            continue
+        inside = ipv4_addresses(obs.links.get(row.interface, {}))
+        if not inside:
+            problems.append(f"{row.request}: no IPv4 address on {row.interface} in the Pod netns")
+        for addr in inside:
+            if netaddr.IPNetwork(addr).ip not in netaddr.IPNetwork(vf.subnet):
+                problems.append(f"{row.request}: {addr} on {row.interface} is outside {vf.rail} {vf.subnet}")
+    detail = "; ".join(problems) or ", ".join(f"{r.interface} {r.ip} in {r.rail}" for r in obs.rows)
+    return check(
+        "each IP is inside its own rail's subnet, on the named interface inside the Pod netns",
+        not problems and bool(obs.rows),
+        detail,
+    )
+
+
+def check_pcie_roots(stack: Stack, obs: Observed) -> Check:
+    gpus = stack.gpu_attributes()
+    topology = {g.name: g.pcie_root for g in stack.fake_node.gpus}
+    problems, pairs = [], []
+    for row in obs.rows:
+        gpu = row.gpu
+        vf = _vf(stack, row.vf_pci)
+        published = str(gpus.get(gpu, {}).get(PCIE_ROOT, {}).get("string", ""))
+        roots = {published, row.pcie_root, topology.get(gpu, ""), vf.pcie_root if vf else ""}
+        pairs.append(f"{row.gpu}+{row.request} on {row.pcie_root}")
+        if len(roots) != 1 or "" in roots:
+            problems.append(f"{row.gpu} / {row.request}: roots {sorted(roots)}")
+    return check(
+        "each pair's GPU and VF share a pcieRoot (published and in the node's topology)",
+        not problems and bool(pairs),
+        "; ".join(problems) or ", ".join(pairs),
+    )
+
+
+def check_no_user_selection(obs: Observed, workload: Workload, source_names: Sequence[str]) -> Check:
+    problems = []
+    annotations = workload.pod["metadata"].get("annotations") or {}
+    if keys.NETWORKS_ANNOTATION in annotations:
+        problems.append("the workload Pod YAML has a networks annotation")
+    text = yaml.safe_dump_all([*workload.workload, workload.pod])
+    problems += [f"workload YAML names {word!r}" for word in [*source_names, "resourceName"] if word in text]
+    live = obs.pod["metadata"].get("annotations") or {}
+    registry = json.loads(live.get(keys.REGISTRY_ANNOTATION, '{"entries": []}'))
+    owned = {(e["namespace"], e["name"], e["interface"]) for e in registry.get("entries", [])}
+    selections = json.loads(live.get(keys.NETWORKS_ANNOTATION, "[]"))
+    ns = obs.pod["metadata"]["namespace"]
+    user = [s for s in selections if (s.get("namespace", ns), s["name"], s.get("interface")) not in owned]
+    if user:
+        problems.append(f"the live Pod has selections nobody generated: {user}")
+    detail = (
+        "; ".join(problems) or f"{len(selections)} selection(s) on the live Pod, all generated by the driver"
+    )
+    return check(
+        "no user-written networks annotation; the workload YAML selects no NAD", not problems, detail
+    )
+
+
+def check_sources_unchanged(
+    before: Mapping[str, tuple[str, str, str]], after: Mapping[str, tuple[str, str, str]]
+) -> Check:
+    changed = [name for name in before if before[name] != after.get(name)]
+    return check(
+        "the source NADs are unchanged (uid, resourceVersion, config)",
+        not changed,
+        ", ".join(changed) or ", ".join(before),
+    )
+
+
+def check_cni_reads(stack: Stack, since: int) -> Check:
+    user = stack.bed.user_of("cni")
+    events = stack.bed.audit.events(since=since, user=user)
+    dra = [f"{e.verb} {e.resource}" for e in events if e.group == "resource.k8s.io"]
+    detail = f"{len(events)} request(s) by {user}, {len(dra)} to resource.k8s.io" + (
+        f": {dra}" if dra else ""
+    )
+    return check("the audit log shows zero DRA reads by the CNI side", not dra and bool(events), detail)
+
+
+def check_cni_mode(stack: Stack) -> Check:
+    name = "CNI runs thick: cni-shim to cni-shim-daemon with live reads on ADD"
+    if stack.thick:
+        return Check(name, PASS, f"daemon log {stack.daemon.log if stack.daemon else '?'}")
+    return Check(name, SKIP, stack.features.thick or "thin mode was chosen for this run")
+
+
+def source_snapshot(stack: Stack, workload: Workload) -> dict[str, tuple[str, str, str]]:
+    out = {}
+    for doc in workload.admin:
+        if doc["kind"] == "NetworkAttachmentDefinition":
+            nad = stack.nad(doc["metadata"]["namespace"], doc["metadata"]["name"])
+            out[nad["metadata"]["name"]] = (
+                nad["metadata"]["uid"],
+                nad["metadata"]["resourceVersion"],
+                nad["spec"]["config"],
+            )
+    return out
+
+
+def network_names(workload: Workload) -> list[str]:
+    names = []
+    for doc in workload.admin:
+        if doc["kind"] == "NetworkAttachmentDefinition":
+            ipam = json.loads(doc["spec"]["config"]).get("ipam") or {}
+            names.append(str(ipam.get("network_name", "")))
+    return names
+
+
+# -- teardown checks ---------------------------------------------------------------------------------
+
+
+def teardown_checks(stack: Stack, workload: Workload, pod_refs: Sequence[str]) -> list[Check]:
+    checks = []
+
+    def poll(what: str, probe: Callable[[], list[str]]) -> list[str]:
+        with contextlib.suppress(WaitTimeout):
+            wait_for(lambda: not probe(), CLEANUP_TIMEOUT, what=what, interval=0.25)
+        return probe()
+
+    left = poll("shadows gone", lambda: [s["metadata"]["name"] for s in stack.shadows(workload.namespace)])
+    checks.append(check("no shadow NADs are left", not left, ", ".join(left)))
+    held = poll(
+        "whereabouts allocations released",
+        lambda: stack.whereabouts_allocations(network_names(workload)) + stack.reserved_ips(pod_refs),
+    )
+    checks.append(check("whereabouts holds no allocations", not held, ", ".join(held)))
+    away = poll("VFs back on the host", stack.vfs_not_home)
+    checks.append(
+        check("every VF is back on the host under its original name and MAC", not away, ", ".join(away))
+    )
+    claims = sorted(stack.checkpoint_claims())
+    checks.append(check("the driver's checkpoint is empty", not claims, ", ".join(claims)))
+    return checks
+
+
+# -- scenarios ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Running:
+    """A workload applied and its Pod started; ``stop`` deletes the Pod like a user would."""
+
+    stack: Stack
+    workload: Workload
+    pod: dict[str, Any]
+    sources: dict[str, tuple[str, str, str]]
+    audit_mark: int
+    started_s: float
+
+    @property
+    def namespace(self) -> str:
+        return self.workload.namespace
+
+    def observe(self) -> Observed:
+        return observe(self.stack, self.pod)
+
+
+def apply_workload(stack: Stack, workload: Workload) -> dict[str, tuple[str, str, str]]:
+    stack.apply(workload.objects())
+    stack.label_node(True)
+    if any(doc["kind"] == "DeviceClass" and "gpu.nvidia.com" in json.dumps(doc) for doc in workload.workload):
+        stack.publish_gpus()
+    stack.wait_advertised(workload.advertised)
+    return source_snapshot(stack, workload)
+
+
+def remove_workload(stack: Stack, workload: Workload) -> None:
+    stack.delete(workload.objects())
+    stack.withdraw_gpus()
+    stack.label_node(False)
+
+
+def start_pod(
+    stack: Stack, workload: Workload, pod: Mapping[str, Any], sources: dict[str, tuple[str, str, str]]
+) -> Running:
+    mark = stack.bed.audit.mark()
+    started = time.monotonic()
+    stack.create_pod(pod)
+    live = stack.wait_running(pod["metadata"]["namespace"], pod["metadata"]["name"])
+    return Running(stack, workload, live, sources, mark, round(time.monotonic() - started, 2))
+
+
+def stop_pod(stack: Stack, pod: Mapping[str, Any]) -> list[str]:
+    """Delete the Pod as a user would; wait until it and its generated claims are gone.
+
+    Returns the Pod's whereabouts podref. Safe for a Pod that never started or never existed.
+    """
+    namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+    stack.delete_pod(namespace, name)
+
+    def claims_gone() -> bool:
+        claims = stack.list_objects("resource.k8s.io", "v1", "resourceclaims", namespace=namespace)
+        owners = [o for c in claims for o in c["metadata"].get("ownerReferences") or []]
+        return not any(o["kind"] == "Pod" and o["name"] == name for o in owners)
+
+    wait_for(claims_gone, CLEANUP_TIMEOUT, what=f"claims of Pod {namespace}/{name} deleted", interval=0.25)
+    return [f"{namespace}/{name}"]
+
+
+def spec_checks(stack: Stack, run: Running, obs: Observed, *, gpus: int, vfs: int) -> list[Check]:
+    source_names = [
+        doc["metadata"]["name"] for doc in run.workload.admin if doc["kind"] == "NetworkAttachmentDefinition"
+    ]
+    checks = [
+        check_cni_mode(stack),
+        check_allocation(obs, gpus, vfs),
+        check_shadows(obs, vfs),
+        check_interfaces(obs),
+        check_addresses(stack, obs),
+    ]
+    if gpus:
+        checks.append(check_pcie_roots(stack, obs))
+    checks += [
+        check_no_user_selection(obs, run.workload, source_names),
+        check_sources_unchanged(run.sources, source_snapshot(stack, run.workload)),
+        check_cni_reads(stack, run.audit_mark),
+    ]
+    return checks
+
+
+def missing_product(stack: Stack, result: Result) -> bool:
+    if stack.features.managed:
+        result.checks.append(
+            Check("managed bindings: shadows, selections, rail IPAM", SKIP, stack.features.managed)
+        )
+        return True
+    return False
+
+
+def run_workload(stack: Stack, workload: Workload, *, gpus: int, vfs: int) -> Result:
+    """Apply, start the Pod, observe and check it, delete it, check the teardown, remove the objects."""
+    result = Result(workload.name, "thick" if stack.thick else "thin", timings=dict(stack.timings))
+    if missing_product(stack, result):
+        return result
+    sources = apply_workload(stack, workload)
+    try:
+        run = start_pod(stack, workload, workload.pod, sources)
+        result.timings["pod_running_s"] = run.started_s
+        obs = run.observe()
+        result.rows = obs.rows
+        result.checks = spec_checks(stack, run, obs, gpus=gpus, vfs=vfs)
+        started = time.monotonic()
+        refs = stop_pod(stack, workload.pod)
+        result.timings["pod_deleted_s"] = round(time.monotonic() - started, 2)
+        result.after_teardown = teardown_checks(stack, workload, refs)
+    except ReasonedError as exc:
+        result.checks.append(
+            Check(f"Pod {workload.pod['metadata']['name']} runs", FAIL, f"{exc.reason}: {exc.message}")
+        )
+        with contextlib.suppress(ReasonedError):
+            stop_pod(stack, workload.pod)
+    finally:
+        remove_workload(stack, workload)
+    return result
+
+
+def run_pairs(stack: Stack) -> Result:
+    return run_workload(stack, pairs_workload(stack.fake_node, stack.whereabouts_ipam()), gpus=2, vfs=2)
+
+
+def run_one_network(stack: Stack) -> Result:
+    return run_workload(stack, one_network_workload(stack.fake_node, stack.whereabouts_ipam()), gpus=0, vfs=1)
+
+
+@contextlib.contextmanager
+def applied(stack: Stack, workload: Workload) -> Iterator[dict[str, tuple[str, str, str]]]:
+    """The workload's objects for the duration of a block (tests start several Pods under it)."""
+    sources = apply_workload(stack, workload)
+    try:
+        yield sources
+    finally:
+        remove_workload(stack, workload)

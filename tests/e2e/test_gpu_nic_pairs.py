@@ -1,0 +1,195 @@
+"""The product's main job end to end (spec 14.2, 14.4, 16.2) on the real control plane, the fake
+SR-IOV node, the real driver and CNI processes and the simulated kubelet (tests/bed/e2e.py).
+
+These are the same scenario ``make demo`` prints, asserted; plus the 14.1 one-NAD pattern, a
+sandbox re-created without a new prepare, and a second Pod on the same rails.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from pyroute2 import netns
+
+from sriov_contract import keys
+from tests.bed import e2e
+
+pytestmark = [pytest.mark.integration, pytest.mark.netns]
+
+FEATURES = e2e.Features.detect()
+
+
+def _require(*missing: str) -> None:
+    reasons = [m for m in missing if m]
+    if reasons:
+        pytest.skip("; ".join(reasons))
+
+
+class Stacks:
+    """One stack at a time: two drivers or two kubelets on the same node would fight over it."""
+
+    def __init__(self, testbed, tool_dirs) -> None:
+        self.testbed, self.tool_dirs = testbed, tool_dirs
+        self.current: e2e.Stack | None = None
+
+    def get(self, *, thick: bool) -> e2e.Stack:
+        _require(FEATURES.managed, FEATURES.thick if thick else "")
+        for component in ("plugins", "whereabouts", "cnitool"):
+            self.tool_dirs.require(component)
+        if self.current is not None and self.current.thick != thick:
+            self.close()
+        if self.current is None:
+            stack = e2e.Stack(self.testbed, FEATURES, thick=thick)
+            stack.__enter__()
+            self.current = stack
+        return self.current
+
+    def close(self) -> None:
+        if self.current is not None:
+            self.current.down()
+            self.current = None
+
+
+@pytest.fixture(scope="module")
+def stacks(testbed, tool_dirs) -> Iterator[Stacks]:
+    made = Stacks(testbed, tool_dirs)
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def thick_stack(stacks: Stacks) -> e2e.Stack:
+    return stacks.get(thick=True)
+
+
+@pytest.fixture
+def thin_stack(stacks: Stacks) -> e2e.Stack:
+    return stacks.get(thick=False)
+
+
+def explain(stack: e2e.Stack, result: e2e.Result) -> str:
+    return (
+        e2e.render_table(result.rows)
+        + "\n"
+        + e2e.render_checks([*result.checks, *result.after_teardown])
+        + "\n"
+        + stack.logs()
+    )
+
+
+def assert_all_pass(stack: e2e.Stack, result: e2e.Result, checks: int) -> None:
+    statuses = [c.status for c in [*result.checks, *result.after_teardown]]
+    assert result.ok, explain(stack, result)
+    # every check ran: none was skipped, none silently missing
+    assert statuses == [e2e.PASS] * checks, explain(stack, result)
+
+
+def test_two_gpu_nic_pairs_thick(thick_stack) -> None:
+    result = e2e.run_pairs(thick_stack)
+    assert_all_pass(thick_stack, result, checks=13)
+    rows = {r.request: r for r in result.rows}
+    assert set(rows) == {"nic-0", "nic-1"}
+    assert {r.interface for r in rows.values()} == {"dra0", "dra1"}
+    # the two-root fixture exercises both rails: each pair landed on its own root and rail
+    assert {r.rail for r in rows.values()} == {"rail-a", "rail-b"}
+    assert {r.source_nad for r in rows.values()} == {"ai-workloads/rail-a-net", "ai-workloads/rail-b-net"}
+    assert len({r.gpu for r in rows.values()}) == 2
+
+
+def test_one_nad_deviceclass_pattern(thick_stack) -> None:
+    result = e2e.run_one_network(thick_stack)
+    assert_all_pass(thick_stack, result, checks=12)
+    (row,) = result.rows
+    assert (row.request, row.interface, row.rail, row.source_nad, row.gpu) == (
+        "vf",
+        "dra0",
+        "rail-a",
+        "ai-workloads/rail-a-net",
+        "-",
+    )
+
+
+def _selections(obs: e2e.Observed) -> tuple[str, str]:
+    annotations = obs.pod["metadata"]["annotations"]
+    return annotations[keys.NETWORKS_ANNOTATION], annotations[keys.REGISTRY_ANNOTATION]
+
+
+def _shadow_ids(obs: e2e.Observed) -> set[tuple[str, str, str]]:
+    return {(s["metadata"]["name"], s["metadata"]["uid"], s["spec"]["config"]) for s in obs.shadows}
+
+
+def test_recreated_sandbox_keeps_shadows_and_selections_without_a_new_prepare(thick_stack) -> None:
+    stack = thick_stack
+    pairs = e2e.pairs_workload(stack.fake_node, stack.whereabouts_ipam())
+    with e2e.applied(stack, pairs) as sources:
+        run = e2e.start_pod(stack, pairs, pairs.pod, sources)
+        try:
+            before = run.observe()
+            old_netns = stack.sandbox(before.uid).sandbox.netns
+            mark = stack.bed.audit.mark()
+            record = stack.kubelet.recreate_sandbox(before.uid)
+            after = run.observe()
+            assert record.sandbox.netns != old_netns
+            assert old_netns not in _netns_names()
+            assert _shadow_ids(after) == _shadow_ids(before) and len(before.shadows) == 2
+            assert _selections(after) == _selections(before)
+            assert [(r.request, r.vf_pci, r.shadow_nad, r.interface) for r in after.rows] == [
+                (r.request, r.vf_pci, r.shadow_nad, r.interface) for r in before.rows
+            ]
+            assert e2e.check_addresses(stack, after).status == e2e.PASS, e2e.check_addresses(stack, after)
+            # no new prepare: the driver never looked at a claim, and its checkpoint is unchanged
+            driver = stack.bed.user_of("driver")
+            claim_reads = stack.bed.audit.events(since=mark, user=driver, resource="resourceclaims")
+            assert claim_reads == []
+            assert set(stack.checkpoint_claims()) == {before.claim["metadata"]["uid"]}
+        finally:
+            refs = e2e.stop_pod(stack, pairs.pod)
+        after_teardown = e2e.teardown_checks(stack, pairs, refs)
+        assert all(c.status == e2e.PASS for c in after_teardown), e2e.render_checks(after_teardown)
+
+
+def _netns_names() -> set[str]:
+    return set(netns.listnetns())
+
+
+def test_second_pod_gets_different_addresses_from_the_same_rails(thick_stack) -> None:
+    stack = thick_stack
+    pairs = e2e.pairs_workload(stack.fake_node, stack.whereabouts_ipam())
+    template, second = e2e.second_pod(pairs)
+    with e2e.applied(stack, pairs) as sources:
+        stack.apply([template])
+        try:
+            first = e2e.start_pod(stack, pairs, pairs.pod, sources).observe()
+            other = e2e.start_pod(stack, pairs, second, sources).observe()
+            for obs in (first, other):
+                assert e2e.check_addresses(stack, obs).status == e2e.PASS, e2e.check_addresses(stack, obs)
+                assert e2e.check_shadows(obs, 2).status == e2e.PASS, e2e.check_shadows(obs, 2)
+            assert {r.rail: r.source_nad for r in other.rows} == {r.rail: r.source_nad for r in first.rows}
+            assert {r.rail for r in other.rows} == {"rail-a", "rail-b"}
+            first_ips = {r.ip for r in first.rows}
+            other_ips = {r.ip for r in other.rows}
+            assert first_ips.isdisjoint(other_ips), (first_ips, other_ips)
+            assert {r.vf_pci for r in first.rows}.isdisjoint({r.vf_pci for r in other.rows})
+            assert not {s["metadata"]["name"] for s in first.shadows} & {
+                s["metadata"]["name"] for s in other.shadows
+            }
+            # the second Pod's selections name only its own shadows
+            names = {
+                s["name"] for s in json.loads(other.pod["metadata"]["annotations"][keys.NETWORKS_ANNOTATION])
+            }
+            assert names == {s["metadata"]["name"] for s in other.shadows}
+        finally:
+            refs = [ref for pod in (pairs.pod, second) for ref in e2e.stop_pod(stack, pod)]
+            stack.delete([template])
+        after_teardown = e2e.teardown_checks(stack, pairs, refs)
+        assert all(c.status == e2e.PASS for c in after_teardown), e2e.render_checks(after_teardown)
+
+
+def test_two_gpu_nic_pairs_thin(thin_stack) -> None:
+    result = e2e.run_pairs(thin_stack)
+    statuses = {c.name: c.status for c in result.checks}
+    assert result.ok, explain(thin_stack, result)
+    assert list(statuses.values()).count(e2e.SKIP) == 1  # only "CNI runs thick"
+    assert {r.interface for r in result.rows} == {"dra0", "dra1"}
