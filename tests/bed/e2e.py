@@ -976,6 +976,41 @@ def check_no_user_selection(obs: Observed, workload: Workload, source_names: Seq
     )
 
 
+def check_shadow_content(stack: Stack, obs: Observed, workload: Workload) -> Check:
+    """Each shadow is bound to this Pod, claim and node, carries its VF's PCI as the sriov
+    deviceID, and keeps its source's CNI network name and rail IPAM exactly."""
+    sources = {
+        (d["metadata"]["namespace"], d["metadata"]["name"]): json.loads(d["spec"]["config"])
+        for d in workload.admin
+        if d["kind"] == "NetworkAttachmentDefinition"
+    }
+    want = (obs.uid, obs.claim["metadata"]["uid"], stack.bed.node_name)
+    problems = []
+    for nad in obs.shadows:
+        name, binding = nad["metadata"]["name"], _binding(nad)
+        config = json.loads(nad["spec"]["config"])
+        source = sources.get((binding["source"]["namespace"], binding["source"]["name"]))
+        if (binding["podUID"], binding["claimUID"], binding["nodeName"]) != want:
+            problems.append(
+                f"{name}: bound to {binding['podUID']}/{binding['claimUID']}/{binding['nodeName']}"
+            )
+        if (config.get("type"), config.get("deviceID")) != ("sriov", binding["pciAddress"]):
+            problems.append(f"{name}: type/deviceID {config.get('type')}/{config.get('deviceID')}")
+        if source is None:
+            problems.append(f"{name}: source {binding['source']} is not one of the administrator's NADs")
+        elif (config.get("name"), config.get("ipam")) != (source["name"], source["ipam"]):
+            problems.append(f"{name}: CNI name or IPAM differs from its source")
+    detail = "; ".join(problems) or ", ".join(
+        f"{_binding(n)['pciAddress']} from {_binding(n)['source']['name']}" for n in obs.shadows
+    )
+    return check(
+        "each shadow is bound to this Pod/claim/node, has its VF as deviceID, and keeps its source's "
+        "CNI name and rail IPAM",
+        not problems and bool(obs.shadows),
+        detail,
+    )
+
+
 def check_sources_unchanged(
     before: Mapping[str, tuple[str, str, str]], after: Mapping[str, tuple[str, str, str]]
 ) -> Check:
@@ -1125,6 +1160,7 @@ def spec_checks(stack: Stack, run: Running, obs: Observed, *, gpus: int, vfs: in
         check_cni_mode(stack),
         check_allocation(obs, gpus, vfs),
         check_shadows(obs, vfs),
+        check_shadow_content(stack, obs, run.workload),
         check_interfaces(obs),
         check_addresses(stack, obs),
     ]

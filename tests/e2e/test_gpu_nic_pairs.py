@@ -88,7 +88,7 @@ def assert_all_pass(stack: e2e.Stack, result: e2e.Result, checks: int) -> None:
 
 def test_two_gpu_nic_pairs_thick(thick_stack) -> None:
     result = e2e.run_pairs(thick_stack)
-    assert_all_pass(thick_stack, result, checks=13)
+    assert_all_pass(thick_stack, result, checks=14)
     rows = {r.request: r for r in result.rows}
     assert set(rows) == {"nic-0", "nic-1"}
     assert {r.interface for r in rows.values()} == {"dra0", "dra1"}
@@ -100,7 +100,7 @@ def test_two_gpu_nic_pairs_thick(thick_stack) -> None:
 
 def test_one_nad_deviceclass_pattern(thick_stack) -> None:
     result = e2e.run_one_network(thick_stack)
-    assert_all_pass(thick_stack, result, checks=12)
+    assert_all_pass(thick_stack, result, checks=13)
     (row,) = result.rows
     assert (row.request, row.interface, row.rail, row.source_nad, row.gpu) == (
         "vf",
@@ -128,10 +128,14 @@ def test_recreated_sandbox_keeps_shadows_and_selections_without_a_new_prepare(th
         try:
             before = run.observe()
             old_netns = stack.sandbox(before.uid).sandbox.netns
+            old_id = stack.sandbox(before.uid).sandbox.container_id
             mark = stack.bed.audit.mark()
             record = stack.kubelet.recreate_sandbox(before.uid)
             after = run.observe()
             assert record.sandbox.netns != old_netns
+            # the shim cached the new attachment under the ID cnitool (libcni) gave it, the old one is gone
+            cached = {p.name for p in (stack.run / "shim-cache").iterdir()}
+            assert record.sandbox.container_id in cached and old_id not in cached, cached
             assert old_netns not in _netns_names()
             assert _shadow_ids(after) == _shadow_ids(before) and len(before.shadows) == 2
             assert _selections(after) == _selections(before)
