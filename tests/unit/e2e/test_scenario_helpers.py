@@ -4,6 +4,7 @@ manifest substitution, the table and the checks' verdicts."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -41,7 +42,7 @@ def test_a_template_claim_not_yet_generated_makes_kubelet_wait() -> None:
 
 
 def test_claim_drivers_needs_an_allocation() -> None:
-    claim = {"metadata": {"name": "c"}, "status": {}}
+    claim: dict[str, Any] = {"metadata": {"name": "c"}, "status": {}}
     with pytest.raises(KubeletError) as err:
         claim_drivers(claim)
     assert err.value.reason == "ClaimNotAllocated"
@@ -156,9 +157,10 @@ def test_sources_unchanged_compares_uid_version_and_config() -> None:
 def test_result_is_ok_unless_something_failed_and_renders_one_line_per_row() -> None:
     result = e2e.Result("s", "thick", rows=[_row("nic-0", "dra0"), _row("nic-1", "dra1", "198.51.100.10/24")])
     result.checks = [e2e.Check("a", e2e.PASS), e2e.Check("b", e2e.SKIP, "not built")]
-    assert result.ok
+    ok_before = result.ok
     result.after_teardown = [e2e.Check("c", e2e.FAIL, "left: x")]
-    assert not result.ok and [c.name for c in result.failed()] == ["c"]
+    assert ok_before and not result.ok
+    assert [c.name for c in result.failed()] == ["c"]
     assert result.to_json()["ok"] is False
     lines = e2e.render_table(result.rows).splitlines()
     assert lines[0].split()[:2] == ["request", "GPU"] and len(lines) == 4
