@@ -59,6 +59,9 @@ def main(output: str, cni_mode: str) -> None:
     except ReasonedError as exc:
         say(f"demo: {exc.reason}: {exc.message}")
         sys.exit(1)
+    except Exception as exc:  # one line for the user; the logs above say more
+        say(f"demo: unexpected {type(exc).__name__}: {str(exc)[:2000]}")
+        sys.exit(1)
     finally:
         bed.stop()
     result.timings["total_s"] = round(time.monotonic() - started, 2)

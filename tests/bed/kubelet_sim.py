@@ -255,12 +255,16 @@ class SimulatedKubelet:
         uid = pod["metadata"]["uid"]
         with self._lock:
             try:
+                pending = (pod.get("status") or {}).get("phase", "Pending") == "Pending"
                 if pod["metadata"].get("deletionTimestamp"):
                     self._terminate(pod)
-                elif uid not in self.pods and (pod.get("status") or {}).get("phase", "Pending") == "Pending":
-                    self._start(pod)
-                else:
+                elif not pending:
                     return
+                elif uid in self.pods:
+                    # started, but the status write failed: only that is retried
+                    self._mark_running(pod, self.pods[uid].result)
+                else:
+                    self._start(pod)
                 self.errors.pop(uid, None)
             except (ReasonedError, ApiException, subprocess.SubprocessError, OSError) as exc:
                 self._note(uid, f"{pod['metadata']['namespace']}/{pod['metadata']['name']}: {exc}")
