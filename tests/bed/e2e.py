@@ -1032,11 +1032,32 @@ def check_cni_reads(stack: Stack, since: int) -> Check:
     return check("the audit log shows zero DRA reads by the CNI side", not dra and bool(events), detail)
 
 
-def check_cni_mode(stack: Stack) -> Check:
-    name = "CNI runs thick: cni-shim to cni-shim-daemon with live reads on ADD"
-    if stack.thick:
-        return Check(name, PASS, f"daemon log {stack.daemon.log if stack.daemon else '?'}")
-    return Check(name, SKIP, stack.features.thick or "thin mode was chosen for this run")
+def daemon_answers(stack: Stack, command: str, pod: str) -> int:
+    """How many ``command`` requests for ``pod`` (namespace/name) cni-shim-daemon logged as ok."""
+    if stack.daemon is None:
+        return 0
+    count = 0
+    for line in stack.daemon.log.read_text(errors="replace").splitlines():
+        with contextlib.suppress(ValueError):
+            entry = json.loads(line)
+            count += (
+                isinstance(entry, dict) and entry.get("msg") == f"{command} ok" and entry.get("pod") == pod
+            )
+    return count
+
+
+def check_cni_mode(stack: Stack, obs: Observed, since: int) -> Check:
+    name = "CNI runs thick: cni-shim hands ADD to cni-shim-daemon, which reads the Pod live"
+    if not stack.thick:
+        return Check(name, SKIP, stack.features.thick or "thin mode was chosen for this run")
+    meta = obs.pod["metadata"]
+    pod = f"{meta['namespace']}/{meta['name']}"
+    adds = daemon_answers(stack, "ADD", pod)
+    gets = stack.bed.audit.count(
+        since=since, user=stack.bed.user_of("cni"), verb="get", resource="pods", name=meta["name"]
+    )
+    detail = f"cni-shim-daemon answered ADD ok for {pod} {adds} time(s); {gets} live GET(s) of the Pod"
+    return check(name, adds >= 1 and gets >= 1, detail)
 
 
 def source_snapshot(stack: Stack, workload: Workload) -> dict[str, tuple[str, str, str]]:
@@ -1157,7 +1178,7 @@ def spec_checks(stack: Stack, run: Running, obs: Observed, *, gpus: int, vfs: in
         doc["metadata"]["name"] for doc in run.workload.admin if doc["kind"] == "NetworkAttachmentDefinition"
     ]
     checks = [
-        check_cni_mode(stack),
+        check_cni_mode(stack, obs, run.audit_mark),
         check_allocation(obs, gpus, vfs),
         check_shadows(obs, vfs),
         check_shadow_content(stack, obs, run.workload),
