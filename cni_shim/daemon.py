@@ -20,11 +20,13 @@ from cni_shim import system
 from cni_shim.apiserver import ApiServer
 from cni_shim.chroot import ChrootExecutor
 from cni_shim.dispatch import Dispatcher
+from cni_shim.execution import ProcessExecutor
 from cni_shim.informers import Informer, nad_informer, pod_informer
 from cni_shim.interfaces import KubeApi
 from cni_shim.kubeviews import CachedView, LiveView
 from cni_shim.metrics import Metrics
 from cni_shim.server import Hooks, State, listen
+from cni_shim.versioncache import VersionCache
 from sriov_contract.errors import ReasonedError
 
 DEFAULT_SOCKET_DIR = "/run/cni-shim/"
@@ -126,10 +128,11 @@ def run(conf: DaemonConfig, env: dict[str, str], *, test_hooks: bool, log: JsonL
                     f"{informer.kind} informer did not sync within {SYNC_TIMEOUT:g}s; serving anyway",
                 )
     pods, nads = (informers[0], informers[1]) if informers else (None, None)
-    base = system.services
-    if conf.chroot_dir not in ("", "/"):
-        executor = ChrootExecutor(conf.chroot_dir)
-        base = lambda env: replace(system.services(env), executor=executor)  # noqa: E731
+    rooted = conf.chroot_dir not in ("", "/")
+    executor = VersionCache(
+        ChrootExecutor(conf.chroot_dir) if rooted else ProcessExecutor(), conf.chroot_dir if rooted else ""
+    )
+    base = lambda env: replace(system.services(env), executor=executor)  # noqa: E731
     dispatcher = Dispatcher(conf.raw, DaemonViews(api, pods, nads, metrics), metrics, log, base_services=base)
     hooks = None
     if test_hooks:
