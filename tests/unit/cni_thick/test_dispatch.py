@@ -191,3 +191,43 @@ def test_same_container_requests_are_serialized_and_others_run_in_parallel():
     waiter.join(10)
     assert order == ["other", "first", "same"]
     assert len(locks) == 0  # slots vanish once nobody holds or awaits them
+
+
+def test_the_dispatcher_serializes_one_container_and_lets_another_through(rig, shim):
+    dispatcher, _, _, _ = rig
+    entered = threading.Event()
+    release = threading.Event()
+    adds: list[str] = []
+
+    def on_call(plugin: str, command: str) -> None:
+        if command == "ADD":
+            cid = threading.current_thread().name
+            adds.append(cid)
+            if cid == "a-first":
+                entered.set()
+                release.wait(10)
+
+    shim.executor.on_call = on_call
+    answers: dict[str, int] = {}
+
+    def serve(name: str, cid: str) -> threading.Thread:
+        def go() -> None:
+            answers[name] = dispatcher.serve(body(env_for("ADD", cid=cid), shim.conf())).status
+
+        thread = threading.Thread(target=go, name=name)
+        thread.start()
+        return thread
+
+    first = serve("a-first", "a")
+    assert entered.wait(10)
+    second = serve("a-second", "a")
+    other = serve("b-other", "b")
+    other.join(10)
+    assert answers == {"b-other": 200}  # another container finished while "a" was busy
+    second.join(0.3)
+    assert second.is_alive()  # the same container waits for the first request
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert adds == ["a-first", "b-other", "a-second"]
+    assert answers == {"b-other": 200, "a-first": 200, "a-second": 200}

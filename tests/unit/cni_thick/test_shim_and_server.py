@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from cni_shim import main, thick_client
+from cni_shim import launcher, main, thick_client
 from cni_shim.dispatch import Answer, decode_request
 from cni_shim.server import Hooks, State, listen
 
@@ -196,3 +198,46 @@ def test_budgets_come_from_the_config_with_sane_defaults():
     assert target is not None
     assert target.ready_timeout == 2
     assert target.request_timeout == thick_client.DEFAULT_REQUEST_TIMEOUT
+
+
+def test_the_thick_shim_imports_only_the_standard_library(tmp_path):
+    """A real process with the -S launcher: which non-stdlib modules a forwarded ADD loads."""
+    shim = launcher.install(tmp_path / "cni-shim")
+    conf = json.dumps(
+        {
+            "cniVersion": "1.0.0",
+            "name": "n",
+            "daemonSocketDir": str(tmp_path / "none"),
+            "daemonReadyTimeout": 0.05,
+        }
+    )
+    probe = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: open(sys.argv[1] + '.mods', 'w').write('\\n'.join(sorted(sys.modules))))\n"
+    )
+    # Run the launcher's own lines after the probe, in one interpreter started the same way (-S).
+    script = tmp_path / "probe.py"
+    script.write_text(probe + "\n".join(shim.read_text().splitlines()[1:]))
+    out = subprocess.run(
+        [sys.executable, "-S", str(script), str(tmp_path / "run")],
+        input=conf.encode(),
+        env={
+            "CNI_COMMAND": "ADD",
+            "CNI_CONTAINERID": "c",
+            "CNI_NETNS": "/x",
+            "CNI_IFNAME": "eth0",
+            "CNI_PATH": "/b",
+        },
+        capture_output=True,
+        check=False,
+    )
+    assert out.returncode == 1
+    assert json.loads(out.stdout)["msg"].startswith("DaemonUnavailable:")
+    loaded = (tmp_path / "run.mods").read_text().split()
+    ours = {m.split(".")[0] for m in loaded} - set(sys.stdlib_module_names) - {"__main__"}
+    assert ours == {"cni_shim", "sriov_contract"}
+    assert not [
+        m
+        for m in loaded
+        if m.split(".")[0] in ("yaml", "jsonschema", "kubernetes", "pyroute2", "email", "http", "ssl")
+    ]
