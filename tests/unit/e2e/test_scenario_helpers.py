@@ -7,10 +7,19 @@ import json
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from sriov_contract import keys
 from tests.bed import e2e
-from tests.bed.kubelet_sim import KubeletError, Sandbox, claim_drivers, pod_claim_names, pod_ips
+from tests.bed.kubelet_sim import (
+    KubeletError,
+    PodRecord,
+    Sandbox,
+    SimulatedKubelet,
+    claim_drivers,
+    pod_claim_names,
+    pod_ips,
+)
 
 
 def _pod(spec_claims, statuses=None):
@@ -167,3 +176,33 @@ def test_result_is_ok_unless_something_failed_and_renders_one_line_per_row() -> 
     assert "198.51.100.10/24" in lines[3] and "dra1" in lines[3]
     text = e2e.render_checks(result.checks)
     assert "PASS  a" in text and "SKIP  b\n        not built" in text
+
+
+class _Steps:
+    """A DRA plugin and a sandbox network that only record what kubelet asked, in order."""
+
+    def __init__(self) -> None:
+        self.steps: list[str] = []
+
+    def prepare(self, claims):
+        self.steps.append("prepare")
+        return {}
+
+    def unprepare(self, claims):
+        self.steps.append("unprepare " + ",".join(uid for _, _, uid in claims))
+        return {uid: type("Answer", (), {"error": ""})() for _, _, uid in claims}
+
+    def add(self, sandbox):
+        self.steps.append("ADD")
+        return {}
+
+    def delete(self, sandbox):
+        self.steps.append("DEL " + sandbox.netns)
+
+
+def test_teardown_runs_cni_del_before_unprepare_like_kubelet() -> None:
+    steps = _Steps()
+    kubelet = SimulatedKubelet(client.ApiClient(), "node", {e2e.DRIVER: steps}, steps)
+    record = PodRecord(Sandbox("ns", "p", "u1", "ks-none"), {e2e.DRIVER: [("ns", "c", "cu1")]}, {})
+    kubelet._teardown(record)
+    assert steps.steps == ["DEL ks-none", "unprepare cu1"]
