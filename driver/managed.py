@@ -108,7 +108,7 @@ class ManagedPreparer:
             else:
                 _check_reusable(recorded, consumer)
                 self._host.ensure_cdi(recorded)
-            self._ensure_pod_bindings(consumer, ref.uid)
+            self._ensure_pod_bindings(consumer, ref)
             return results(recorded)
 
     def _plan(
@@ -201,7 +201,7 @@ class ManagedPreparer:
         meta = nad.get("metadata") or {}
         return SourceRef(ref.namespace, ref.name, str(meta.get("uid")), str(meta.get("resourceVersion"))), nad
 
-    def _ensure_pod_bindings(self, consumer: Consumer, claim_uid: str) -> None:
+    def _ensure_pod_bindings(self, consumer: Consumer, ref: ClaimRef) -> None:
         """EnsureManagedBindings: shadows of every active claim of the Pod, one Pod merge, Ready.
 
         Runs under the caller's locks. Another claim whose shadow cannot be ensured is left out of
@@ -215,7 +215,7 @@ class ManagedPreparer:
             try:
                 ensured = self._ensure_shadows(recorded)
             except ReasonedError as exc:
-                if recorded.claim_uid == claim_uid:
+                if recorded.claim_uid == ref.uid:
                     raise
                 log.warning(
                     "claim %s of Pod %s left out of this merge: %s", recorded.claim_uid, consumer.uid, exc
@@ -229,7 +229,7 @@ class ManagedPreparer:
             self._pods,
             consumer.namespace,
             consumer.name,
-            lambda pod: self._verify_same_pod(pod, consumer),
+            lambda pod: self._verify_consumer(pod, consumer, ref),
             [b.managed_selection() for b in published],
             sleep=self._sleep,
         )
@@ -252,13 +252,21 @@ class ManagedPreparer:
         self._checkpoint.update_managed_bindings(claim_uid, {device: binding.to_json()})
         return binding
 
-    def _verify_same_pod(self, pod: Mapping[str, Any], consumer: Consumer) -> None:
+    def _verify_consumer(self, pod: Mapping[str, Any], consumer: Consumer, ref: ClaimRef) -> None:
+        """Before every Pod write: the same Pod, on this node, still holding the claim's reservation."""
         meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
         if meta.get("uid") != consumer.uid or spec.get("nodeName") != self._node_name:
             raise ConsumerError(
                 "PodReplaced",
                 f"Pod {consumer.namespace}/{consumer.name} is no longer UID {consumer.uid} on node "
                 f"{self._node_name}; its networks are not published",
+            )
+        reserved = (self._host.fetch_claim(ref).get("status") or {}).get("reservedFor") or []
+        if consumer.uid not in {r.get("uid") for r in reserved}:
+            raise ConsumerError(
+                "ReservationLost",
+                f"claim {ref.namespace}/{ref.name} is no longer reserved for Pod {consumer.namespace}/"
+                f"{consumer.name} ({consumer.uid}); its networks are not published",
             )
 
     # -- release -------------------------------------------------------------------------------

@@ -381,3 +381,35 @@ def test_template_claims_resolve_through_pod_status(env: Env) -> None:
     assert env.prepare(ref).error == ""
     live["status"]["resourceClaimStatuses"] = []
     assert env.unprepare(ref) == ""
+
+
+def test_every_pod_write_rechecks_pod_and_reservation(env: Env) -> None:
+    pod, ref = env.pod_with_claim([VF1], [vf_config(netAttachDefName="rail-a")])
+    fetch = env.host.fetch_claim
+    calls = []
+
+    def lost_after_first(r):
+        claim = fetch(r)
+        calls.append(r)
+        if len(calls) > 1:
+            claim["status"]["reservedFor"] = []
+        return claim
+
+    env.host.fetch_claim = lost_after_first  # type: ignore[method-assign]
+    out = env.prepare(ref)
+    assert out.error.startswith("ReservationLost:"), out.error
+    assert env.phases(ref.uid) == ["Pending"] and env.networks(pod) == []
+    env.host.fetch_claim = fetch  # type: ignore[method-assign]
+    get_pod = env.api.get_pod
+    reads = []
+
+    def moved_after_resolve(namespace, name):
+        live = get_pod(namespace, name)
+        reads.append(name)
+        if len(reads) > 1:
+            live["spec"]["nodeName"] = "elsewhere"
+        return live
+
+    env.api.get_pod = moved_after_resolve  # type: ignore[method-assign]
+    assert env.prepare(ref).error.startswith("PodReplaced:")
+    assert env.phases(ref.uid) == ["Pending"] and env.networks(pod) == []
