@@ -121,12 +121,6 @@ def run(conf: DaemonConfig, env: dict[str, str], *, test_hooks: bool, log: JsonL
         for informer in informers:
             informer.start(stop)
             metrics.track_cache(informer.kind, informer.store.__len__)
-        for informer in informers:
-            if not informer.synced.wait(SYNC_TIMEOUT):
-                log(
-                    "warning",
-                    f"{informer.kind} informer did not sync within {SYNC_TIMEOUT:g}s; serving anyway",
-                )
     pods, nads = (informers[0], informers[1]) if informers else (None, None)
     rooted = conf.chroot_dir not in ("", "/")
     executor = VersionCache(
@@ -147,7 +141,22 @@ def run(conf: DaemonConfig, env: dict[str, str], *, test_hooks: bool, log: JsonL
     state = State()
     server = listen(conf.socket_dir, dispatcher.serve, state, hooks)
 
+    def become_ready() -> None:
+        # /healthz answers at once; /readyz (which the shim waits for) once the caches are
+        # filled, or after SYNC_TIMEOUT anyway, as Multus does: a cache miss is not fatal.
+        deadline = time.monotonic() + SYNC_TIMEOUT
+        for informer in informers:
+            if not informer.synced.wait(max(0.0, deadline - time.monotonic())):
+                log(
+                    "warning",
+                    f"{informer.kind} informer did not sync within {SYNC_TIMEOUT:g}s; serving anyway",
+                )
+        if not stop.is_set():
+            state.ready.set()
+            log("info", "ready")
+
     def drain(signum: int, _frame: object) -> None:
+        stop.set()
         state.ready.clear()
         log("info", f"signal {signum}: draining in-flight requests, then stopping")
 
@@ -159,7 +168,7 @@ def run(conf: DaemonConfig, env: dict[str, str], *, test_hooks: bool, log: JsonL
 
     signal.signal(signal.SIGTERM, drain)
     signal.signal(signal.SIGINT, drain)
-    state.ready.set()
+    threading.Thread(target=become_ready, name="readiness", daemon=True).start()
     log(
         "info",
         "serving",
