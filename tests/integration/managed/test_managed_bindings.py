@@ -99,6 +99,10 @@ class Classes:
         )
         self.name_only = device_class(testbed, self.made, vfs, netAttachDefName="rail-a-net")
         self.bare = device_class(testbed, self.made, vfs)
+        self.extended_resource = f"example.com/managed-vf-{secrets.token_hex(3)}"
+        self.extended = device_class(
+            testbed, self.made, vfs, extended_resource=self.extended_resource, netAttachDefName="rail-a-net"
+        )
         self.nic = device_class(
             testbed,
             self.made,
@@ -273,9 +277,13 @@ def pod_networks(testbed, namespace: str, name: str) -> tuple[list[dict[str, Any
     return nets, registry
 
 
-def device_class(testbed, made: list[tuple[str, str]], selector: str, **vf_config: str) -> str:
+def device_class(
+    testbed, made: list[tuple[str, str]], selector: str, *, extended_resource: str = "", **vf_config: str
+) -> str:
     name = f"managed-{secrets.token_hex(3)}"
     spec: dict[str, Any] = {"selectors": [{"cel": {"expression": selector}}]}
+    if extended_resource:
+        spec["extendedResourceName"] = extended_resource
     if vf_config:
         spec["config"] = [
             {
@@ -300,7 +308,14 @@ def device_class(testbed, made: list[tuple[str, str]], selector: str, **vf_confi
 
 
 def claim_and_pod(
-    testbed, ns: str, cls: str, name: str, *, pod_name: str | None = None, host_network: bool = False
+    testbed,
+    ns: str,
+    cls: str,
+    name: str,
+    *,
+    pod_name: str | None = None,
+    host_network: bool = False,
+    admin_access: bool = False,
 ) -> dict[str, Any]:
     """An explicit claim (created unless it exists) and a Pod using it, allocated and reserved."""
     api = objs(testbed)
@@ -314,7 +329,13 @@ def claim_and_pod(
                 "apiVersion": "resource.k8s.io/v1",
                 "kind": "ResourceClaim",
                 "metadata": {"name": name},
-                "spec": {"devices": {"requests": [{"name": "vf", "exactly": {"deviceClassName": cls}}]}},
+                "spec": {
+                    "devices": {
+                        "requests": [
+                            {"name": "vf", "exactly": {"deviceClassName": cls, "adminAccess": admin_access}}
+                        ]
+                    }
+                },
             },
         )
     except ApiException as exc:
@@ -626,6 +647,40 @@ def test_out_of_envelope_claims_are_refused_before_any_vf_is_touched(
     assert managed_agent.prepare(shared).error.startswith("MultipleConsumersUnsupported:")
     missing = claim_and_pod(testbed, ns, classes.bare, "bare")
     assert managed_agent.prepare(missing).error.startswith("MissingNetworkTemplate:")
+
+    core = client.CoreV1Api(testbed.api_client)
+    core.patch_namespace(ns, {"metadata": {"labels": {"resource.kubernetes.io/admin-access": "true"}}})
+    admin = claim_and_pod(testbed, ns, cls, "admin", admin_access=True)
+    assert managed_agent.prepare(admin).error.startswith("AdminAccessUnsupported:")
+
+    # an extended-resource request: the scheduler makes the claim, the Pod never names it
+    limits = {classes.extended_resource: "1"}
+    core.create_namespaced_pod(
+        ns,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "extended"},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "registry.invalid/none:0",
+                        "resources": {"limits": limits, "requests": limits},
+                    }
+                ]
+            },
+        },
+    )
+    extended = wait_for(
+        lambda: (
+            get_pod(testbed, ns, "extended").get("status", {}).get("extendedResourceClaimStatus") or {}
+        ).get("resourceClaimName"),
+        60,
+        what="the scheduler's extended-resource claim",
+    )
+    claim = wait_reserved(testbed, ns, extended, "extended")
+    assert managed_agent.prepare(claim).error.startswith("UnsupportedManagedClaimKind:")
 
     assert shadows(testbed, ns) == [] and managed_agent.records() == {}
     assert {
