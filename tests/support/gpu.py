@@ -55,11 +55,12 @@ def gpu_slices(testbed: TestBed) -> Iterator[Callable[[str, Sequence[GpuRecord]]
     made: list[str] = []
 
     def publish(node_name: str, gpus: Sequence[GpuRecord]) -> str:
-        obj = api.create_cluster_custom_object(
+        obj: Any = api.create_cluster_custom_object(
             "resource.k8s.io", "v1", "resourceslices", gpu_slice(node_name, gpus)
         )
-        made.append(obj["metadata"]["name"])
-        return str(obj["metadata"]["name"])
+        name = str(obj["metadata"]["name"])
+        made.append(name)
+        return name
 
     yield publish
     for name in made:
