@@ -294,10 +294,16 @@ class ManagedPreparer:
         for device, binding in records_of(recorded):
             uid = request_shadow_deletion(self._nads, binding)
             shadows.append((self._observed(claim_uid, device.device, binding, uid), uid))
-        first = shadows[0][0]
-        withdraw_claim_selections(
-            self._pods, first.pod_namespace, first.pod_name, recorded.pod_uid, claim_uid, sleep=self._sleep
-        )
+        if shadows:  # a claim holding only other drivers' devices never published anything
+            first = shadows[0][0]
+            withdraw_claim_selections(
+                self._pods,
+                first.pod_namespace,
+                first.pod_name,
+                recorded.pod_uid,
+                claim_uid,
+                sleep=self._sleep,
+            )
         if not hardware_done:
             self._host.release_devices(recorded)
             self._checkpoint.set_managed_phase(claim_uid, RELEASE_COMPLETE)

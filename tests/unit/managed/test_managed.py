@@ -413,3 +413,13 @@ def test_every_pod_write_rechecks_pod_and_reservation(env: Env) -> None:
     env.api.get_pod = moved_after_resolve  # type: ignore[method-assign]
     assert env.prepare(ref).error.startswith("PodReplaced:")
     assert env.phases(ref.uid) == ["Pending"] and env.networks(pod) == []
+
+
+def test_claim_with_only_foreign_devices_prepares_and_releases_without_api_writes(env: Env) -> None:
+    pod = env.pod(claims=[{"name": "gpu", "resourceClaimName": "g"}])
+    gpu = {"request": "gpu", "driver": "gpu.nvidia.com", "pool": NODE, "device": "gpu-0"}
+    ref = env.claim("g", pod, [], extra_results=[gpu])
+    out = env.prepare(ref)
+    assert out.error == "" and out.devices == ()
+    assert env.unprepare(ref) == ""
+    assert [w for w in env.api.writes if w[1] == "nads"] == [] and env.checkpoint.snapshot_all() == []
