@@ -32,6 +32,13 @@ def _cni_version(stdin: bytes) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _failing(exc: OSError) -> Callable[[], bytes]:
+    def read() -> bytes:
+        raise exc
+
+    return read
+
+
 def run(
     env: dict[str, str],
     read_stdin: Callable[[], bytes],
@@ -48,6 +55,20 @@ def run(
         return 0, "", versions.about() + "\n"
     if command == "VERSION":
         return 0, versions.version_json() + "\n", ""
+    if services is None:
+        # The config decides thick mode, so it is read first. A forwarded request is checked by
+        # the daemon exactly as here, and this process stays at the few imports forwarding needs.
+        from cni_shim import thick_client  # noqa: PLC0415
+
+        try:
+            early = read_stdin()
+        except OSError as exc:
+            read_stdin = _failing(exc)
+        else:
+            daemon = thick_client.target(early)
+            if daemon is not None:
+                return thick_client.run(env, early, daemon)
+            read_stdin = lambda: early  # noqa: E731
     from cni_shim import protocol  # noqa: PLC0415
     from cni_shim.errors import IO_FAILURE, CniError  # noqa: PLC0415
 
@@ -59,13 +80,6 @@ def run(
             stdin = read_stdin()
         except OSError as exc:
             raise CniError("StdinUnreadable", f"error reading from stdin: {exc}", IO_FAILURE) from exc
-        if services is None:
-            from cni_shim import thick_client  # noqa: PLC0415
-
-            daemon = thick_client.target(stdin)
-            if daemon is not None:
-                forwarded = thick_client.forward(env, stdin, daemon)
-                return 0, protocol.render_result(forwarded) if forwarded is not None else "", ""
         req = protocol.Request.from_env(env, stdin)
         from cni_shim import core  # noqa: PLC0415
 

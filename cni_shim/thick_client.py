@@ -31,10 +31,13 @@ _REQUEST_KEY = "daemonrequesttimeout"
 class Target:
     """Where and how patiently to reach the daemon, from the shim's own config."""
 
-    def __init__(self, socket_dir: str, ready_timeout: float, request_timeout: float) -> None:
+    def __init__(
+        self, socket_dir: str, ready_timeout: float, request_timeout: float, cni_version: str = ""
+    ) -> None:
         self.path = os.path.join(socket_dir, SOCKET_NAME)
         self.ready_timeout = ready_timeout
         self.request_timeout = request_timeout
+        self.cni_version = cni_version
 
 
 def _seconds(value: object, default: float) -> float:
@@ -61,7 +64,20 @@ def target(stdin: bytes) -> Target | None:
         socket_dir,
         _seconds(keys.get(_READY_KEY), DEFAULT_READY_TIMEOUT),
         _seconds(keys.get(_REQUEST_KEY), DEFAULT_REQUEST_TIMEOUT),
+        version if isinstance(version := raw.get("cniVersion"), str) else "",
     )
+
+
+def run(env: dict[str, str], stdin: bytes, where: Target) -> tuple[int, str, str]:
+    """The whole thick-mode invocation: (exit status, stdout, stderr), rendered as thin mode renders."""
+    try:
+        result = forward(env, stdin, where)
+    except CniError as err:
+        return 1, json.dumps(err.to_json(where.cni_version), indent=4), ""
+    except Exception as exc:  # the runtime must get CNI error JSON, never a traceback
+        internal = CniError("InternalError", f"cni-shim failed unexpectedly: {type(exc).__name__}: {exc}")
+        return 1, json.dumps(internal.to_json(where.cni_version), indent=4), ""
+    return 0, json.dumps(result, indent=4) if result is not None else "", ""
 
 
 def _unavailable(where: Target, why: str) -> CniError:
