@@ -164,3 +164,45 @@ def test_without_live_reads_the_stale_cache_gives_a_primary_only_pod(
     rm = run_shim(thick_bin, "DEL", conf, "stale2", pod_args(ns, "workload", uid))
     assert rm.returncode == 0, rm.stdout
     _release(testbed, ns, shadow["name"])
+
+
+def test_a_failed_live_read_fails_the_add_and_never_falls_back_to_the_cache(
+    testbed, k8s_namespace, cni_daemon, thick_bin, tmp_path
+):
+    """The daemon may list and watch NADs but not GET one: its cache has the NAD, the live read is refused."""
+    user = "cni-shim-daemon-nogets"
+    kubeconfig = testbed.issue_identity(user, user)
+    testbed.grant(
+        user,
+        [
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+            {
+                "apiGroups": ["k8s.cni.cncf.io"],
+                "resources": ["network-attachment-definitions"],
+                "verbs": ["list", "watch"],
+            },
+        ],
+    )
+    ns = k8s_namespace
+    api = testbed.api_client
+    log = tmp_path / "calls.jsonl"
+    recorder = {"cniVersion": "1.0.0", "type": "recorder", "logFile": str(log)}
+    _create_nad(api, ns, {"metadata": {"name": "side"}, "spec": {"config": json.dumps(recorder)}})
+    pod = _create_pod(api, ns, "p", testbed.node_name, {keys.NETWORKS_ANNOTATION: "side"})
+    daemon = cni_daemon(
+        {
+            "cniDir": str(tmp_path / "cache"),
+            "binDir": str(thick_bin),
+            "liveNetworkConfigOnAdd": True,
+            "kubeconfig": str(kubeconfig),
+        }
+    )
+    wait_for(lambda: f"{ns}/side" in daemon.informers()["nad"], 20, what="the NAD informer to hold the NAD")
+    conf = shim_conf(daemon, delegates=[{**recorder, "name": "podnet"}])
+    add = run_shim(thick_bin, "ADD", conf, "nogets", pod_args(ns, "p", pod["metadata"]["uid"]))
+    assert add.returncode == 1
+    error = json.loads(add.stdout)
+    assert error["msg"].startswith("KubeApiRefused:")
+    assert "403" in error["msg"]
+    assert _calls(log) == []  # not even the primary ran
+    assert daemon.metric("cni_shim_daemon_requests_total", command="ADD", result="KubeApiRefused") == 1

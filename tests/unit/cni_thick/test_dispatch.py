@@ -231,3 +231,18 @@ def test_the_dispatcher_serializes_one_container_and_lets_another_through(rig, s
     second.join(10)
     assert adds == ["a-first", "b-other", "a-second"]
     assert answers == {"b-other": 200, "a-first": 200, "a-second": 200}
+
+
+def test_status_and_gc_need_no_container_and_take_no_lock(rig, shim):
+    dispatcher, views, events, _ = rig
+    conf = shim.conf(
+        cniVersion="1.1.0", delegates=[{"cniVersion": "1.1.0", "name": "cluster", "type": "ptp"}]
+    )
+    for command in ("STATUS", "GC"):
+        env = {"CNI_COMMAND": command, "CNI_PATH": "/opt/cni/bin"}
+        answer = dispatcher.serve(body(env, conf))
+        assert (answer.status, answer.body) == (200, b"")
+    assert events.requests == [("STATUS", "ok"), ("GC", "ok")]
+    assert [c[:2] for c in shim.executor.commands()] == [("ptp", "STATUS"), ("ptp", "GC")]
+    assert views.asked == []
+    assert len(dispatcher.locks) == 0
