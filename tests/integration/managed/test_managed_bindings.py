@@ -383,12 +383,13 @@ def wait_reserved(testbed, ns: str, claim: str, pod: str) -> dict[str, Any]:
     return wait_for(ready, 60, what=f"claim {ns}/{claim} allocated and reserved for Pod {pod}")
 
 
-def start_with_rail_a(agent: ManagedAgent, policies: Policies) -> None:
-    rail_a = agent.fake_node.rail_vfs("rail-a")
-    policies.policy("rail-a", {"configs": [{"resourceFilters": [{"pfNames": [rail_a[0].pf]}]}]})
+def start_with_rail_a(agent: ManagedAgent, policies: Policies, rails: tuple[str, ...] = ("rail-a",)) -> None:
+    vfs = [vf for rail in rails for vf in agent.fake_node.rail_vfs(rail)]
+    pfs = sorted({vf.pf for vf in vfs})
+    policies.policy("vfs", {"configs": [{"resourceFilters": [{"pfNames": pfs}]}]})
     agent.start_and_register()
-    names = {v.pci.replace(":", "-").replace(".", "-") for v in rail_a}
-    wait_published(agent.testbed, lambda p: set(p) == names, "rail-a VFs advertised")
+    names = {v.pci.replace(":", "-").replace(".", "-") for v in vfs}
+    wait_published(agent.testbed, lambda p: set(p) == names, f"{', '.join(rails)} VFs advertised")
 
 
 def binding_of(shadow: dict[str, Any]) -> Any:
@@ -636,7 +637,7 @@ def test_out_of_envelope_claims_are_refused_before_any_vf_is_touched(
     ns = k8s_namespace
     cls = classes.name_only
     put_nad(testbed, ns, "rail-a-net", _sriov_config("ai-rail-a", "192.0.2.0/24"))
-    start_with_rail_a(managed_agent, policies)
+    start_with_rail_a(managed_agent, policies, ("rail-a", "rail-b"))  # six claims need more than one rail
     drivers = {vf.pci: managed_agent.fake_node.driver_of(vf.pci) for vf in managed_agent.fake_node.vfs}
 
     host = claim_and_pod(testbed, ns, cls, "host", host_network=True)
@@ -649,6 +650,11 @@ def test_out_of_envelope_claims_are_refused_before_any_vf_is_touched(
     assert managed_agent.prepare(missing).error.startswith("MissingNetworkTemplate:")
 
     core = client.CoreV1Api(testbed.api_client)
+    terminating = claim_and_pod(testbed, ns, cls, "term")
+    core.delete_namespaced_pod("pod-term", ns)  # graceful: without a kubelet it stays terminating
+    assert get_pod(testbed, ns, "pod-term")["metadata"]["deletionTimestamp"]
+    assert managed_agent.prepare(terminating).error.startswith("PodTerminating:")
+
     core.patch_namespace(ns, {"metadata": {"labels": {"resource.kubernetes.io/admin-access": "true"}}})
     admin = claim_and_pod(testbed, ns, cls, "admin", admin_access=True)
     assert managed_agent.prepare(admin).error.startswith("AdminAccessUnsupported:")
