@@ -8,9 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from driver.checkpoint import ClaimRecord
-from driver.core.vfconfig import VfConfig
-from driver.prepare import Allocated
 from sriov_contract.binding import parse_binding
 from sriov_contract.keys import (
     BINDING_ANNOTATION,
@@ -242,23 +239,13 @@ def test_frozen_bytes_win_over_edited_or_deleted_source(env: Env) -> None:
 
 
 def test_old_record_without_binding_is_a_migration_error(env: Env) -> None:
-    pod, ref = env.pod_with_claim([VF1])
-    record = ClaimRecord(ref.uid, NS, "c", pod["metadata"]["uid"], ())
-    env.checkpoint.add_claim(record)
-    env.checkpoint._records[ref.uid] = ClaimRecord(  # a device prepared before managed mode
-        ref.uid,
-        NS,
-        "c",
-        pod["metadata"]["uid"],
-        (env.host._device(ref.uid, pod["metadata"]["uid"], _alloc(env), "", None),),
-    )
+    _pod, ref = env.pod_with_claim([VF1], [vf_config(netAttachDefName="rail-a")])
+    # prepared by a driver that ran without --multus-auto-attach, on the same checkpoint
+    assert env.host.prepare([ref])[ref.uid].error == ""
     assert env.prepare(ref).error.startswith("ManagedBindingMissing:")
+    assert env.api.writes == []
     assert env.unprepare(ref) == ""  # release still restores it the ordinary way
-    assert env.checkpoint.snapshot_all() == []
-
-
-def _alloc(env: Env):
-    return Allocated("vf", NODE, env.inventory[VF1], VfConfig())
+    assert env.checkpoint.snapshot_all() == [] and list(env.cdi.root.iterdir()) == []
 
 
 def test_name_only_and_explicit_namespace_references(env: Env) -> None:
