@@ -237,12 +237,20 @@ class ManagedPreparer:
             self._checkpoint.set_managed_phase(uid, READY, keep=RELEASE_PHASES)
 
     def _ensure_shadows(self, recorded: ClaimRecord) -> list[BindingRecord]:
-        out = []
-        for device, binding in records_of(recorded):
-            out.append(
-                self._observed(recorded.claim_uid, device.device, binding, ensure_shadow(self._nads, binding))
-            )
-        return out
+        return [self._ensure_one(recorded.claim_uid, d.device, b) for d, b in records_of(recorded)]
+
+    def _ensure_one(self, claim_uid: str, device: str, binding: BindingRecord) -> BindingRecord:
+        current = binding
+
+        def forget(old: BindingRecord) -> BindingRecord:
+            nonlocal current
+            # Back to Pending: the binding is not whole again until the Pod names the new UID.
+            current = old.with_shadow_uid("").with_phase(PENDING)
+            self._checkpoint.update_managed_bindings(claim_uid, {device: current.to_json()})
+            return current
+
+        uid = ensure_shadow(self._nads, binding, forget)
+        return self._observed(claim_uid, device, current, uid)
 
     def _observed(self, claim_uid: str, device: str, binding: BindingRecord, uid: str) -> BindingRecord:
         """Persist a newly observed shadow UID (created, or adopted after the full identity check)."""

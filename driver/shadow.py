@@ -133,10 +133,19 @@ def check_shadow(obj: Mapping[str, Any], record: BindingRecord, *, releasing: bo
         raise _conflict(record, f"it has no ownerReference to Pod {record.identity.pod_uid}")
 
 
-def ensure_shadow(nads: NadClient, record: BindingRecord) -> str:
-    """Create the shadow, or adopt the one a lost Create left; returns its UID."""
+def ensure_shadow(
+    nads: NadClient, record: BindingRecord, forget_uid: Callable[[BindingRecord], BindingRecord]
+) -> str:
+    """Create the shadow, or adopt the one a lost Create left; returns its UID.
+
+    A recorded shadow that vanished is recreated from the frozen bytes, but only after
+    `forget_uid` durably cleared the old UID: otherwise a lost response to this Create would
+    leave a recorded UID that can never match again.
+    """
     existing = nads.get_nad(record.pod_namespace, record.shadow_name) if record.shadow_uid else None
     if existing is None:
+        if record.shadow_uid:
+            record = forget_uid(record)
         try:
             return uid_of(nads.create_nad(shadow_object(record)))
         except ApiError as exc:

@@ -44,8 +44,8 @@ def apply_patch(obj: dict, ops: list[dict]) -> dict:
 class Fault:
     """One injected failure for a (verb, kind); `applied` performs the call before failing."""
 
-    def __init__(self, status: int, *, applied: bool = False, times: int = 1) -> None:
-        self.status, self.applied, self.times = status, applied, times
+    def __init__(self, status: int, *, applied: bool = False, times: int = 1, after: int = 0) -> None:
+        self.status, self.applied, self.times, self.after = status, applied, times, after
 
 
 class FakeApi:
@@ -79,6 +79,9 @@ class FakeApi:
         if not queue:
             return None
         fault = queue[0]
+        if fault.after > 0:
+            fault.after -= 1
+            return None
         fault.times -= 1
         if fault.times <= 0:
             queue.pop(0)

@@ -226,9 +226,16 @@ def test_frozen_bytes_win_over_edited_or_deleted_source(env: Env) -> None:
     env.api.objects[("nads", NS, "rail-a")]["spec"]["config"] = SOURCE_CONFIG.replace("100", "200")
     assert env.prepare(ref).error == ""
     del env.api.objects[("nads", NS, "rail-a")]
-    # the shadow vanished (say, an admin deleted it): repair recreates it from the frozen bytes
+    # the shadow vanished (say, an admin deleted it): repair recreates it from the frozen bytes,
+    # forgetting the old UID first so that even a lost Create response is adopted on retry
     del env.api.objects[("nads", NS, shadow["metadata"]["name"])]
+    env.api.fail("create", "nads", Fault(0, applied=True))
+    env.api.fail("get", "nads", Fault(0, after=1))  # ...and the adopting read fails too
+    assert env.prepare(ref).error.startswith("ApiRequestFailed:")
+    binding = env.checkpoint.snapshot_claim(ref.uid).devices[0].managed_binding
+    assert (binding["phase"], binding["shadowUID"]) == ("Pending", "")
     assert env.prepare(ref).error == ""
+    assert env.phases(ref.uid) == ["Ready"]
     (again,) = env.shadows()
     assert again["spec"]["config"] == shadow["spec"]["config"]
     assert again["metadata"]["uid"] != shadow["metadata"]["uid"]

@@ -110,6 +110,10 @@ def test_shadow_check_refuses_anything_but_the_exact_shadow(prepared, edit, rele
     assert err.value.reason == "ShadowConflict" and why in err.value.message
 
 
+def _no_forget(record: BindingRecord) -> BindingRecord:
+    raise AssertionError(f"{record.shadow_name} was not recorded as vanished")
+
+
 def _live(record: BindingRecord) -> dict:
     obj = shadow_object(record)
     obj["metadata"]["uid"] = record.shadow_uid
@@ -127,11 +131,11 @@ def test_ensure_shadow_restores_protection_and_refuses_a_deleting_shadow(prepare
     env, record = prepared
     key = ("nads", NS, record.shadow_name)
     env.api.objects[key]["metadata"]["finalizers"] = ["example.com/other"]
-    assert ensure_shadow(env.api, record) == record.shadow_uid
+    assert ensure_shadow(env.api, record, _no_forget) == record.shadow_uid
     assert env.api.objects[key]["metadata"]["finalizers"] == ["example.com/other", PROTECTION_FINALIZER]
     env.api.objects[key]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     with pytest.raises(ShadowError) as err:
-        ensure_shadow(env.api, record)
+        ensure_shadow(env.api, record, _no_forget)
     assert err.value.reason == "ShadowDeletionPending"
 
 
@@ -141,13 +145,13 @@ def test_ensure_shadow_passes_access_errors_through_and_never_adopts_a_stranger(
     del env.api.objects[("nads", NS, record.shadow_name)]
     env.api.fail("create", "nads", Fault(403))
     with pytest.raises(ApiError) as err:
-        ensure_shadow(env.api, fresh)
+        ensure_shadow(env.api, fresh, _no_forget)
     assert err.value.reason == "AccessDenied"
     stranger = shadow_object(record)
     stranger["metadata"]["labels"] = {}
     env.api.put("nads", stranger)
     with pytest.raises(ShadowError):
-        ensure_shadow(env.api, fresh)
+        ensure_shadow(env.api, fresh, _no_forget)
     assert env.api.get("nads", NS, record.shadow_name)["metadata"]["labels"] == {}
 
 
