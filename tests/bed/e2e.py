@@ -159,9 +159,6 @@ class Result:
     def ok(self) -> bool:
         return all(c.status != FAIL for c in [*self.checks, *self.after_teardown])
 
-    def failed(self) -> list[Check]:
-        return [c for c in [*self.checks, *self.after_teardown] if c.status == FAIL]
-
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "ok": self.ok}
 
@@ -1122,10 +1119,6 @@ class Running:
     sources: dict[str, tuple[str, str, str]]
     audit_mark: int
     started_s: float
-
-    @property
-    def namespace(self) -> str:
-        return self.workload.namespace
 
     def observe(self) -> Observed:
         return observe(self.stack, self.pod)

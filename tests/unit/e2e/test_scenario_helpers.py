@@ -169,7 +169,6 @@ def test_result_is_ok_unless_something_failed_and_renders_one_line_per_row() -> 
     ok_before = result.ok
     result.after_teardown = [e2e.Check("c", e2e.FAIL, "left: x")]
     assert ok_before and not result.ok
-    assert [c.name for c in result.failed()] == ["c"]
     assert result.to_json()["ok"] is False
     lines = e2e.render_table(result.rows).splitlines()
     assert lines[0].split()[:2] == ["request", "GPU"] and len(lines) == 4
