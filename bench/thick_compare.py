@@ -124,6 +124,16 @@ def cni(binary: Path, command: str, conf: Mapping[str, Any], netns: str, args: s
         )
 
 
+def api_calls(bed: TestBed, since: int, user: str, count: int) -> str:
+    """Requests per cycle the daemon made, by verb and resource (informer lists and watches left out)."""
+    tally: dict[str, int] = {}
+    for e in bed.audit.events(since=since, user=user):
+        if e.verb not in ("list", "watch"):
+            what = f"{e.verb} {e.resource}" + (f"/{e.subresource}" if e.subresource else "")
+            tally[what] = tally.get(what, 0) + 1
+    return ", ".join(f"{k} {v / count:.1f}" for k, v in sorted(tally.items())) or "none"
+
+
 def cycles(run: Callable[[str], None], count: int, warmup: int) -> list[float]:
     for _ in range(warmup):
         run("ADD")
@@ -244,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     shutil.copy(multus_dir / "multus-shim", bin_dir / "multus-shim")
     results: dict[str, list[float]] = {}
     daemon_side: dict[str, float] = {}
+    traffic: dict[str, str] = {}
     with test_bed(tools) as bed, network_namespace() as netns:
         ns = f"bench-thick-{secrets.token_hex(3)}"
         pod, uid = workload(bed, ns, work / "ipam")
@@ -267,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
             daemon = DaemonProc(daemon_dir, config, env).start()
             try:
                 conf = shim_conf(daemon)
+                mark = bed.audit.mark()
                 results[label] = cycles(
                     lambda c, conf=conf: cni(bin_dir / "cni-shim", c, conf, netns, args, bin_dir),
                     opts.cycles,
@@ -274,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
             finally:
                 daemon.stop()
+            traffic[label] = api_calls(bed, mark, DAEMON_USER, opts.cycles + opts.warmup)
             for command in ("ADD", "DEL"):
                 inside = [e["seconds"] * 1000 for e in daemon.logs() if e.get("msg") == f"{command} ok"]
                 daemon_side[f"{label}: {command}"] = statistics.median(inside)
@@ -284,11 +297,16 @@ def main(argv: list[str] | None = None) -> int:
                 "type": "multus-shim",
                 "daemonSocketDir": str(sock),
             }
+            mark = bed.audit.mark()
             results["Multus thick (multus-shim + multus-daemon)"] = cycles(
                 lambda c: cni(bin_dir / "multus-shim", c, conf, netns, args, bin_dir),
                 opts.cycles,
                 opts.warmup,
             )
+        multus_user = f"system:multus:{bed.node_name}"
+        traffic["Multus thick (multus-shim + multus-daemon)"] = api_calls(
+            bed, mark, multus_user, opts.cycles + opts.warmup
+        )
         client.CoreV1Api(bed.api_client).delete_namespace(ns)
     medians = {label: statistics.median(s) for label, s in results.items()}
     multus = medians["Multus thick (multus-shim + multus-daemon)"]
@@ -297,6 +315,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     for label, value in medians.items():
         print(f"  {label:46s} {value:8.1f} ms   x{value / multus:.2f} of Multus")
+    print("API requests per ADD+DEL cycle (audit log; informer lists/watches left out):")
+    for label, calls in traffic.items():
+        print(f"  {label:46s} {calls}")
     print("inside cni-shim-daemon (median per request, from its logs):")
     for label, value in daemon_side.items():
         print(f"  {label:46s} {value:8.1f} ms")
