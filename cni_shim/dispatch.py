@@ -26,10 +26,9 @@ from cni_shim.protocol import render_error
 MAX_BODY = 16 * 1024 * 1024
 
 
-def overlay(stdin: bytes, daemon_config: Mapping[str, Any]) -> bytes:
+def overlay(stdin: bytes, daemon_config: Mapping[str, Any]) -> dict[str, Any]:
     """Multus's overlay: every top-level key of the daemon config replaces the shim's."""
-    raw = netconf.decode_object(stdin)
-    return json.dumps({**raw, **daemon_config}).encode()
+    return {**netconf.decode_object(stdin), **daemon_config}
 
 
 def decode_request(body: bytes) -> tuple[dict[str, str], bytes]:
@@ -148,15 +147,16 @@ class Dispatcher:
 
     def _run(self, env: dict[str, str], stdin: bytes, command: str, fields: dict[str, str]) -> Answer:
         try:
-            merged = overlay(stdin, self._config)
+            raw = overlay(stdin, self._config)
+            merged = json.dumps(raw).encode()
         except CniError:
-            merged = stdin  # the core reports the malformed config exactly as thin mode does
-        live = (
-            command == "ADD" and netconf.fold(self._config_of(merged)).get("liveNetworkConfigOnAdd") is True
-        )
+            raw, merged = {}, stdin  # the core reports the malformed config exactly as thin mode does
+        live = command == "ADD" and netconf.fold(raw).get("liveNetworkConfigOnAdd") is True
         view: list[KubeApi | None] = []
 
         def kube_for(_conf: netconf.NetConf) -> KubeApi | None:
+            # The daemon's one client, whatever kubeconfig the shim's config names: that path is
+            # the host's, and the daemon has its own identity.
             if not view:
                 view.append(self._views.live() if live else self._views.cached())
             return view[0]
@@ -169,13 +169,6 @@ class Dispatcher:
             body = json.dumps({"Result": json.loads(out)}).encode() if out else b""
             return Answer(200, body, "ok")
         return Answer(400, out.encode(), _reason(out))
-
-    @staticmethod
-    def _config_of(stdin: bytes) -> dict[str, Any]:
-        try:
-            return netconf.decode_object(stdin)
-        except CniError:
-            return {}
 
     def _recover_uid(self, env: Mapping[str, str], fields: dict[str, str], *, live: bool) -> None:
         """The runtime sent no Pod UID: look it up the way this ADD reads (a bounded live GET when live).
