@@ -40,7 +40,7 @@ from kubernetes.client.exceptions import ApiException
 from cni_shim import launcher
 from sriov_contract import keys
 from sriov_contract.errors import ReasonedError
-from tests.bed import bootstrap
+from tests.bed import bootstrap, processes
 from tests.bed.bed import TestBed
 from tests.bed.fakenode import FakeNode
 from tests.bed.kubelet_sim import Cnitool, PodRecord, SimulatedKubelet
@@ -311,8 +311,15 @@ class Process:
     def __init__(self, argv: Sequence[str], env: Mapping[str, str], log: Path) -> None:
         self.log = log
         with log.open("ab") as out:
+            # Like the bed's own processes: an interrupted demo or test session leaves none behind.
             self.proc = subprocess.Popen(
-                list(argv), env=dict(env), stdout=out, stderr=subprocess.STDOUT, cwd=REPO
+                list(argv),
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=REPO,
+                preexec_fn=processes._die_with_parent,  # noqa: PLW1509 - prctl only, no locks taken
             )
 
     def alive(self) -> bool:
