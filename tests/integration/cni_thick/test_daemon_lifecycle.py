@@ -58,21 +58,7 @@ def test_killed_mid_add_leaves_a_cache_the_restarted_daemon_deletes_from(cni_dae
             }
         ],
     )
-    env = {
-        **os.environ,
-        "CNI_COMMAND": "ADD",
-        "CNI_CONTAINERID": CID,
-        "CNI_NETNS": "/run/netns/none",
-        "CNI_IFNAME": "eth0",
-        "CNI_ARGS": pod_args("ns", "p"),
-        "CNI_PATH": str(thick_bin),
-    }
-    shim = subprocess.Popen(
-        [str(thick_bin / "cni-shim")], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    assert shim.stdin is not None
-    shim.stdin.write(json.dumps(conf))
-    shim.stdin.close()
+    shim = _start_shim(thick_bin, "ADD", conf, CID)
     wait_for(lambda: _counts(state).get("ADD") == 1, 30, what="the delegate ADD to be running")
     daemon.kill()
     assert shim.wait(timeout=30) == 1
@@ -159,3 +145,53 @@ def test_add_recovers_a_missing_uid_live_and_del_after_pod_deletion_reads_nothin
     assert rm.returncode == 0, rm.stdout
     assert _calls(log) == [("ADD", CID), ("DEL", CID)]
     assert testbed.audit.events(since=mark, user=DAEMON_USER, verb="get") == []
+
+
+def _start_shim(bin_dir: Path, command: str, conf: dict[str, Any], cid: str) -> subprocess.Popen[str]:
+    env = {
+        **os.environ,
+        "CNI_COMMAND": command,
+        "CNI_CONTAINERID": cid,
+        "CNI_NETNS": "/run/netns/none",
+        "CNI_IFNAME": "eth0",
+        "CNI_ARGS": pod_args("ns", cid),
+        "CNI_PATH": str(bin_dir),
+    }
+    proc = subprocess.Popen(
+        [str(bin_dir / "cni-shim")], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(conf))
+    proc.stdin.close()
+    return proc
+
+
+def test_other_containers_proceed_while_one_container_waits_its_turn(cni_daemon, thick_bin, tmp_path):
+    daemon = cni_daemon({"cniDir": str(tmp_path / "cache"), "binDir": str(thick_bin)}, kube=False)
+    state = tmp_path / "faulty.json"
+    conf = shim_conf(
+        daemon,
+        delegates=[
+            {
+                "cniVersion": "1.0.0",
+                "name": "slow",
+                "type": "faulty",
+                "stateFile": str(state),
+                "faults": [{"command": "ADD", "call": 1, "mode": "hang", "seconds": 8}],
+            }
+        ],
+    )
+    slow_add = _start_shim(thick_bin, "ADD", conf, "a")
+    wait_for(lambda: _counts(state).get("ADD") == 1, 30, what="container a's ADD to be running")
+    queued_del = _start_shim(thick_bin, "DEL", conf, "a")
+    other = run_shim(thick_bin, "ADD", conf, "b", pod_args("ns", "b"))
+    assert other.returncode == 0, other.stdout
+    assert slow_add.poll() is None  # b was served while a's ADD still ran
+    assert queued_del.poll() is None
+    assert _counts(state) == {"ADD": 2}  # a's DEL has not reached its delegate
+    assert slow_add.wait(timeout=60) == 0
+    assert queued_del.wait(timeout=60) == 0
+    assert _counts(state) == {"ADD": 2, "DEL": 1}
+    for proc in (slow_add, queued_del):
+        assert proc.stdout is not None
+        proc.stdout.close()
