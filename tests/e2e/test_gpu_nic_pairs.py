@@ -18,8 +18,6 @@ from tests.bed import e2e
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
 
-FEATURES = e2e.Features.detect()
-
 
 def _require(*missing: str) -> None:
     reasons = [m for m in missing if m]
@@ -33,15 +31,17 @@ class Stacks:
     def __init__(self, testbed, tool_dirs) -> None:
         self.testbed, self.tool_dirs = testbed, tool_dirs
         self.current: e2e.Stack | None = None
+        # Detected here, not at import: collecting the tests must not run the console scripts.
+        self.features = e2e.Features.detect()
 
     def get(self, *, thick: bool) -> e2e.Stack:
-        _require(FEATURES.managed, FEATURES.thick if thick else "")
+        _require(self.features.managed, self.features.thick if thick else "")
         for component in ("plugins", "whereabouts", "cnitool"):
             self.tool_dirs.require(component)
         if self.current is not None and self.current.thick != thick:
             self.close()
         if self.current is None:
-            stack = e2e.Stack(self.testbed, FEATURES, thick=thick)
+            stack = e2e.Stack(self.testbed, self.features, thick=thick)
             stack.__enter__()
             self.current = stack
         return self.current
