@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from driver.bindingrecord import (
     DELETING,
@@ -35,7 +35,9 @@ from driver.core.plan import AllocatedDevice, plan_interfaces
 from driver.core.render import render_shadow_config
 from driver.core.selection import merge_managed_selections
 from driver.core.template import NamespacedName, resolve_template
+from driver.crashpoints import crash_point
 from driver.discovery import DRIVER_NAME
+from driver.events import NULL_OBSERVER, PhaseObserver
 from driver.kubeletplugin.api import ClaimRef, DeviceResult, PrepareOutcome
 from driver.locks import OperationLocks
 from driver.podnetworks import PodClient, publish_selections, withdraw_claim_selections
@@ -52,6 +54,10 @@ log = logging.getLogger(__name__)
 _OTHER_CLAIM_TEMPLATE: Final = NamespacedName("", "")
 # A syntactically valid UID for the pre-hardware dry run of the Pod merge; never written anywhere.
 _DRY_RUN_UID: Final = "00000000-0000-0000-0000-000000000000"
+# The pseudo-phase reported once a released claim is forgotten.
+RELEASED: Final = "Released"
+
+_T = TypeVar("_T")
 
 
 class ManagedPreparer:
@@ -70,6 +76,7 @@ class ManagedPreparer:
         eligible_attributes: Callable[[str], Mapping[str, object] | None],
         locks: OperationLocks | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        observer: PhaseObserver = NULL_OBSERVER,
     ) -> None:
         self._host = host
         self._resolver = resolver
@@ -81,14 +88,54 @@ class ManagedPreparer:
         self._eligible = eligible_attributes
         self.locks = locks or OperationLocks()
         self._sleep = sleep
+        self._observer = observer
 
     # -- NodeService ---------------------------------------------------------------------------
 
     def prepare(self, claims: Sequence[ClaimRef]) -> Mapping[str, PrepareOutcome]:
-        return prepare_each(claims, self._prepare_claim)
+        return prepare_each(claims, self._reporting("prepare", self._prepare_claim))
 
     def unprepare(self, claims: Sequence[ClaimRef]) -> Mapping[str, str]:
-        return unprepare_each(claims, self._unprepare_claim)
+        return unprepare_each(claims, self._reporting("cleanup", self._unprepare_claim))
+
+    def _reporting(self, operation: str, run: Callable[[ClaimRef], _T]) -> Callable[[ClaimRef], _T]:
+        def reported(ref: ClaimRef) -> _T:
+            try:
+                return run(ref)
+            except ReasonedError as exc:
+                self._observer.failed(operation, ref, self._checkpoint.snapshot_claim(ref.uid), exc)
+                raise
+
+        return reported
+
+    # -- repair (spec 8.3) ---------------------------------------------------------------------
+
+    def repair_claim(self, claim_uid: str) -> None:
+        """One repair pass over a checkpointed claim, under the same locks as kubelet's calls.
+
+        A release phase records kubelet's earlier authorization, so its release resumes (a
+        ReleaseComplete record redoes only API work). An active binding is repaired forward from
+        its frozen bytes only while its Pod, claim, allocation and node are still the recorded
+        ones; any difference stops repair and never releases hardware: that is kubelet's call.
+        """
+        recorded = self._checkpoint.snapshot_claim(claim_uid)
+        if recorded is None or "" in phases_of(recorded):
+            return
+        if phases_of(recorded) & RELEASE_PHASES:
+            with self.locks.claim_then_pod(claim_uid, recorded.pod_uid):
+                self._release(claim_uid)
+            return
+        ref = ClaimRef(recorded.namespace, recorded.name, claim_uid)
+        claim = self._host.fetch_claim(ref)
+        consumer = self._resolver.resolve(claim)
+        _check_repairable(
+            recorded, consumer, self._host.allocated(claim, f"claim {ref.namespace}/{ref.name}")
+        )
+        with self.locks.claim_then_pod(claim_uid, consumer.uid):
+            current = self._checkpoint.snapshot_claim(claim_uid)
+            if current is None or phases_of(current) & RELEASE_PHASES:
+                return  # kubelet's release got the locks first
+            self._ensure_pod_bindings(consumer, ref)
 
     # -- prepare -------------------------------------------------------------------------------
 
@@ -105,6 +152,8 @@ class ManagedPreparer:
                 recorded = self._host.prepare_devices(
                     ref, consumer.uid, allocated, {device: b.to_json() for device, b in bindings.items()}
                 )
+                self._observer.phase(recorded, PENDING)
+                crash_point("prepare-pending")
             else:
                 _check_reusable(recorded, consumer)
                 self._host.ensure_cdi(recorded)
@@ -233,8 +282,16 @@ class ManagedPreparer:
             [b.managed_selection() for b in published],
             sleep=self._sleep,
         )
+        crash_point("prepare-pod")
         for uid in sorted(pending):
-            self._checkpoint.set_managed_phase(uid, READY, keep=RELEASE_PHASES)
+            if self._checkpoint.set_managed_phase(uid, READY, keep=RELEASE_PHASES):
+                self._notify(uid, READY)
+        crash_point("prepare-ready")
+
+    def _notify(self, claim_uid: str, phase: str) -> None:
+        recorded = self._checkpoint.snapshot_claim(claim_uid)
+        if recorded is not None:
+            self._observer.phase(recorded, phase)
 
     def _ensure_shadows(self, recorded: ClaimRecord) -> list[BindingRecord]:
         return [self._ensure_one(recorded.claim_uid, d.device, b) for d, b in records_of(recorded)]
@@ -250,7 +307,9 @@ class ManagedPreparer:
             return current
 
         uid = ensure_shadow(self._nads, binding, forget)
-        return self._observed(claim_uid, device, current, uid)
+        observed = self._observed(claim_uid, device, current, uid)
+        crash_point("prepare-shadow")
+        return observed
 
     def _observed(self, claim_uid: str, device: str, binding: BindingRecord, uid: str) -> BindingRecord:
         """Persist a newly observed shadow UID (created, or adopted after the full identity check)."""
@@ -295,13 +354,16 @@ class ManagedPreparer:
         if before is None:
             return
         hardware_done = phases_of(before) == {RELEASE_COMPLETE}
-        self._checkpoint.set_managed_phase(claim_uid, DELETING, keep=frozenset({RELEASE_COMPLETE}))
+        if self._checkpoint.set_managed_phase(claim_uid, DELETING, keep=frozenset({RELEASE_COMPLETE})):
+            self._notify(claim_uid, DELETING)
+        crash_point("unprepare-deleting")
         recorded = self._checkpoint.snapshot_claim(claim_uid)
         assert recorded is not None  # only this thread may remove it, under the claim lock
         shadows: list[tuple[BindingRecord, str]] = []
         for device, binding in records_of(recorded):
             uid = request_shadow_deletion(self._nads, binding)
             shadows.append((self._observed(claim_uid, device.device, binding, uid), uid))
+        crash_point("unprepare-shadow-deleted")
         if shadows:  # a claim holding only other drivers' devices never published anything
             first = shadows[0][0]
             withdraw_claim_selections(
@@ -312,13 +374,43 @@ class ManagedPreparer:
                 claim_uid,
                 sleep=self._sleep,
             )
+        crash_point("unprepare-withdrawn")
         if not hardware_done:
             self._host.release_devices(recorded)
+            crash_point("unprepare-hardware")
             self._checkpoint.set_managed_phase(claim_uid, RELEASE_COMPLETE)
+            self._notify(claim_uid, RELEASE_COMPLETE)
+        crash_point("unprepare-release-complete")
         for binding, uid in shadows:
             if uid:
                 remove_protection(self._nads, binding, uid, sleep=self._sleep)
+        crash_point("unprepare-finalized")
         self._checkpoint.remove_claim(claim_uid)
+        self._observer.phase(recorded, RELEASED)
+
+
+def _check_repairable(recorded: ClaimRecord, consumer: Consumer, allocated: Sequence[Allocated]) -> None:
+    """Forward repair only for the recorded, live Pod and the recorded allocation."""
+    where = f"claim {recorded.namespace}/{recorded.name} ({recorded.claim_uid})"
+    pod_meta = consumer.pod.get("metadata") or {}
+    if consumer.uid != recorded.pod_uid:
+        raise ConsumerError(
+            "PodReplaced",
+            f"{where} is now reserved for Pod {consumer.uid}, recorded for {recorded.pod_uid}; repair "
+            "stops and the VFs stay prepared until kubelet unprepares the claim",
+        )
+    if pod_meta.get("deletionTimestamp"):
+        raise ConsumerError(
+            "PodTerminating",
+            f"Pod {consumer.namespace}/{consumer.name} of {where} is terminating; its networks are not "
+            "repaired, kubelet releases them on unprepare",
+        )
+    if sorted((a.pool, a.vf.name) for a in allocated) != sorted((d.pool, d.device) for d in recorded.devices):
+        raise ConsumerError(
+            "AllocationChanged",
+            f"{where} now allocates other devices than the prepared ones; repair stops, the prepared "
+            "VFs stay as they are until kubelet unprepares the claim",
+        )
 
 
 def _check_reusable(recorded: ClaimRecord, consumer: Consumer) -> None:
