@@ -1,12 +1,14 @@
-"""Thick mode side by side: cni-shim + cni-shim-daemon (live reads on and off) vs multus-shim + multus-daemon.
+"""CNI ADD+DEL side by side: cni-shim (thick live reads on/off, thin) vs Multus (thick, thin).
 
-    python -m bench.thick_compare [--cycles 100] [--warmup 5]
+    python -m bench.thick_compare [--cycles 200] [--warmup 5]
 
 Same API server (the local test bed; TESTBED_STATE attaches to a running one), same Pod, same
-NAD and the same real delegates (ptp + host-local for the cluster network and for the NAD) in
-one network namespace. One cycle is the runtime's ADD then DEL of one container, each a fresh
-shim process; the median over the cycles is reported per setup, plus each shim's process
-start-up time (median VERSION run). Needs root (netns) and the built tools (k8s, etcd, plugins,
+two NADs and the same real delegates (ptp + host-local for the cluster network and for each NAD)
+in one network namespace. One cycle is the runtime's ADD then DEL of one container, each a fresh
+plugin process; the setups take turns cycle by cycle so machine drift hits them alike. Each setup
+talks to the API server as its own user, so the audit log attributes every request, and each
+request is counted for the ADD or the DEL whose wall-clock window it arrived in. Also: each
+shim's process start-up (VERSION). Needs root (netns) and the built tools (k8s, etcd, plugins,
 multus).
 """
 
@@ -18,53 +20,55 @@ import json
 import os
 import secrets
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from bisect import bisect_right
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client
 
+from bench.common import network_namespace, summary, test_bed
 from cni_shim import launcher
-from tests.bed import controlplane, pki
+from tests.bed import pki
 from tests.bed.bed import TestBed
 from tests.bed.tools import ToolSet
 from tests.support.cni import make_cni_bin_dir
-from tests.support.cni_daemon import DAEMON_RULES, DAEMON_USER, DaemonProc, shim_conf
+from tests.support.cni_daemon import DAEMON_RULES, DaemonProc, shim_conf
 
 MULTUS_RULES = [
     *DAEMON_RULES,
     {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch", "update"]},
 ]
 CID = "bench0"
+NADS = ("side-a", "side-b")
+OURS_LIVE = "cni-shim thick, live reads on"
+OURS_CACHED = "cni-shim thick, live reads off"
+OURS_THIN = "cni-shim thin"
+MULTUS_THICK = "Multus thick"
+MULTUS_THIN = "Multus thin"
+PEER = {OURS_LIVE: MULTUS_THICK, OURS_CACHED: MULTUS_THICK, OURS_THIN: MULTUS_THIN}
 
 
-@contextmanager
-def test_bed(tools: ToolSet) -> Iterator[TestBed]:
-    state = os.environ.get("TESTBED_STATE")
-    if state:
-        yield TestBed.attach(Path(state), tools)
-        return
-    bed = controlplane.start(tools=tools, run_id=controlplane.new_run_id("bench"))
-    try:
-        yield bed
-    finally:
-        bed.stop()
+@dataclass
+class Setup:
+    label: str
+    binary: Path
+    conf: dict[str, Any]
+    user: str
+    samples: list[float] = field(default_factory=list)
+    windows: list[tuple[float, float, str]] = field(default_factory=list)
 
-
-@contextmanager
-def network_namespace() -> Iterator[str]:
-    name = f"bench-{secrets.token_hex(3)}"
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
-        yield f"/run/netns/{name}"
-    finally:
-        subprocess.run(["ip", "netns", "del", name], check=False)
+    def run(self, command: str, netns: str, args: str, bin_dir: Path) -> None:
+        start = time.time()
+        cni(self.binary, command, self.conf, netns, args, bin_dir)
+        self.windows.append((start, time.time(), command))
 
 
 def ptp(name: str, subnet: str, data_dir: Path) -> dict[str, Any]:
@@ -77,31 +81,35 @@ def ptp(name: str, subnet: str, data_dir: Path) -> dict[str, Any]:
 
 
 def workload(bed: TestBed, ns: str, data_dir: Path) -> tuple[str, str]:
-    """A namespace with the NAD `side` and a Pod on the bed's node selecting it; returns (pod, uid)."""
+    """A namespace with two ptp NADs and a Pod on the bed's node selecting both; returns (pod, uid)."""
     api = bed.api_client
-    client.CoreV1Api(api).create_namespace({"metadata": {"name": ns}})
-    client.CustomObjectsApi(api).create_namespaced_custom_object(
-        "k8s.cni.cncf.io",
-        "v1",
-        ns,
-        "network-attachment-definitions",
-        {
-            "apiVersion": "k8s.cni.cncf.io/v1",
-            "kind": "NetworkAttachmentDefinition",
-            "metadata": {"name": "side"},
-            "spec": {"config": json.dumps(ptp("side", "10.91.0.0/24", data_dir))},
-        },
-    )
+    client.CoreV1Api(api).create_namespace(client.V1Namespace.model_validate({"metadata": {"name": ns}}))
+    for index, name in enumerate(NADS):
+        client.CustomObjectsApi(api).create_namespaced_custom_object(
+            "k8s.cni.cncf.io",
+            "v1",
+            ns,
+            "network-attachment-definitions",
+            {
+                "apiVersion": "k8s.cni.cncf.io/v1",
+                "kind": "NetworkAttachmentDefinition",
+                "metadata": {"name": name},
+                "spec": {"config": json.dumps(ptp(name, f"10.91.{index}.0/24", data_dir))},
+            },
+        )
     pod = client.CoreV1Api(api).create_namespaced_pod(
         ns,
-        {
-            "metadata": {"name": "bench", "annotations": {"k8s.v1.cni.cncf.io/networks": "side"}},
-            "spec": {
-                "nodeName": bed.node_name,
-                "containers": [{"name": "c", "image": "registry.invalid/none:0"}],
-            },
-        },
+        client.V1Pod.model_validate(
+            {
+                "metadata": {"name": "bench", "annotations": {"k8s.v1.cni.cncf.io/networks": ",".join(NADS)}},
+                "spec": {
+                    "nodeName": bed.node_name,
+                    "containers": [{"name": "c", "image": "registry.invalid/none:0"}],
+                },
+            }
+        ),
     )
+    assert pod.metadata is not None
     return "bench", str(pod.metadata.uid)
 
 
@@ -124,36 +132,36 @@ def cni(binary: Path, command: str, conf: Mapping[str, Any], netns: str, args: s
         )
 
 
-def api_calls(bed: TestBed, since: int, user: str, count: int) -> str:
-    """Requests per cycle the daemon made, by verb and resource (informer lists and watches left out)."""
-    tally: dict[str, int] = {}
-    for e in bed.audit.events(since=since, user=user):
-        if e.verb not in ("list", "watch"):
-            what = f"{e.verb} {e.resource}" + (f"/{e.subresource}" if e.subresource else "")
-            tally[what] = tally.get(what, 0) + 1
-    return ", ".join(f"{k} {v / count:.1f}" for k, v in sorted(tally.items())) or "none"
+def _received(event: Any) -> float:
+    return datetime.fromisoformat(
+        str(event.raw["requestReceivedTimestamp"]).replace("Z", "+00:00")
+    ).timestamp()
 
 
-def cycles(run: Callable[[str], None], count: int, warmup: int) -> list[float]:
-    for _ in range(warmup):
-        run("ADD")
-        run("DEL")
-    samples = []
-    for _ in range(count):
-        start = time.perf_counter()
-        run("ADD")
-        run("DEL")
-        samples.append((time.perf_counter() - start) * 1000)
-    return samples
+def api_calls(bed: TestBed, since: int, setup: Setup) -> dict[str, dict[str, float]]:
+    """Requests per ADD and per DEL by verb and resource; informer lists and watches are left out."""
+    starts = [w[0] for w in setup.windows]
+    tally: dict[str, dict[str, int]] = {"ADD": {}, "DEL": {}}
+    for e in bed.audit.events(since=since, user=setup.user):
+        if e.verb in ("list", "watch"):
+            continue
+        at = bisect_right(starts, _received(e)) - 1
+        if at < 0 or _received(e) > setup.windows[at][1]:
+            continue  # outside every request: start-up or background work
+        what = f"{e.verb} {e.resource}" + (f"/{e.subresource}" if e.subresource else "")
+        per = tally[setup.windows[at][2]]
+        per[what] = per.get(what, 0) + 1
+    count = {c: sum(1 for w in setup.windows if w[2] == c) for c in ("ADD", "DEL")}
+    return {c: {k: v / count[c] for k, v in sorted(t.items())} for c, t in tally.items()}
 
 
-def startup_ms(binary: Path, runs: int = 51) -> float:
+def startup_ms(binary: Path, runs: int = 51) -> dict[str, Any]:
     samples = []
     for _ in range(runs):
         start = time.perf_counter()
         subprocess.run([str(binary)], env={"CNI_COMMAND": "VERSION"}, capture_output=True, check=True)
         samples.append((time.perf_counter() - start) * 1000)
-    return statistics.median(samples)
+    return summary(samples)
 
 
 def multus_identity(bed: TestBed, work: Path) -> tuple[Path, Path]:
@@ -205,7 +213,7 @@ def multus_daemon(bed: TestBed, multus_dir: Path, work: Path, daemon_conf: dict[
         "multusConfigFile": "auto",
         "multusAutoconfigDir": str(auto_dir),
         "logToStderr": True,
-        "logLevel": "verbose",
+        "logLevel": "error",
         "perNodeCertificate": {
             "enabled": True,
             "bootstrapKubeconfig": str(bootstrap),
@@ -241,90 +249,161 @@ def multus_daemon(bed: TestBed, multus_dir: Path, work: Path, daemon_conf: dict[
         log.close()
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cycles", type=int, default=100)
-    parser.add_argument("--warmup", type=int, default=5)
-    opts = parser.parse_args(argv)
-    tools = ToolSet()
+def _identity(bed: TestBed, user: str, rules: list[dict[str, Any]]) -> Path:
+    path = bed.issue_identity(user, user)
+    bed.grant(user, rules)
+    return path
+
+
+def _our_daemon(
+    stack: ExitStack, bed: TestBed, work: Path, common: dict[str, Any], live: bool, user: str
+) -> DaemonProc:
+    daemon_dir = work / f"ours-{'live' if live else 'cached'}"
+    daemon_dir.mkdir()
+    config = {
+        **common,
+        "cniDir": str(daemon_dir / "cache"),
+        "kubeconfig": str(_identity(bed, user, DAEMON_RULES)),
+        "liveNetworkConfigOnAdd": live,
+    }
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
+    env["NODE_NAME"] = bed.node_name
+    daemon = DaemonProc(daemon_dir, config, env).start()
+    stack.callback(daemon.stop)
+    return daemon
+
+
+def _daemon_side(daemon: DaemonProc) -> dict[str, dict[str, Any]]:
+    """Milliseconds inside cni-shim-daemon per request, from its own logs."""
+    logs = daemon.logs()
+    return {
+        command: summary([e["seconds"] * 1000 for e in logs if e.get("msg") == f"{command} ok"])
+        for command in ("ADD", "DEL")
+    }
+
+
+def measure(bed: TestBed, tools: ToolSet, work: Path, cycles: int, warmup: int) -> dict[str, Any]:
+    """All five setups, cycle by cycle in turn; returns per-setup latency, ratios and API calls."""
     multus_dir = tools.require("multus")
-    work = Path(tempfile.mkdtemp(prefix="thick-compare-"))
     bin_dir = make_cni_bin_dir(work / "bin", tools)
     launcher.install(bin_dir / "cni-shim")  # the -S launcher a node installs, not the venv's console script
-    shutil.copy(multus_dir / "multus-shim", bin_dir / "multus-shim")
-    results: dict[str, list[float]] = {}
-    daemon_side: dict[str, float] = {}
-    traffic: dict[str, str] = {}
-    with test_bed(tools) as bed, network_namespace() as netns:
-        ns = f"bench-thick-{secrets.token_hex(3)}"
-        pod, uid = workload(bed, ns, work / "ipam")
-        args = f"IgnoreUnknown=1;K8S_POD_NAMESPACE={ns};K8S_POD_NAME={pod};K8S_POD_INFRA_CONTAINER_ID={CID};K8S_POD_UID={uid}"
-        primary = ptp("podnet", "10.90.0.0/24", work / "ipam")
-        common = {"binDir": str(bin_dir), "delegates": [primary]}
-        kubeconfig = bed.issue_identity("cni-shim-daemon", DAEMON_USER)
-        bed.grant(DAEMON_USER, DAEMON_RULES)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
-        env["NODE_NAME"] = bed.node_name
-        for live in (True, False):
-            label = f"cni-shim thick, live reads {'on' if live else 'off'}"
-            daemon_dir = work / f"ours-{int(live)}"
-            daemon_dir.mkdir()
-            config = {
-                **common,
-                "cniDir": str(daemon_dir / "cache"),
-                "kubeconfig": str(kubeconfig),
-                "liveNetworkConfigOnAdd": live,
-            }
-            daemon = DaemonProc(daemon_dir, config, env).start()
-            try:
-                conf = shim_conf(daemon)
-                mark = bed.audit.mark()
-                results[label] = cycles(
-                    lambda c, conf=conf: cni(bin_dir / "cni-shim", c, conf, netns, args, bin_dir),
-                    opts.cycles,
-                    opts.warmup,
-                )
-            finally:
-                daemon.stop()
-            traffic[label] = api_calls(bed, mark, DAEMON_USER, opts.cycles + opts.warmup)
-            for command in ("ADD", "DEL"):
-                inside = [e["seconds"] * 1000 for e in daemon.logs() if e.get("msg") == f"{command} ok"]
-                daemon_side[f"{label}: {command}"] = statistics.median(inside)
-        with multus_daemon(bed, multus_dir, work, {**common, "cniDir": str(work / "multus-cache")}) as sock:
+    for name in ("multus-shim", "multus"):
+        shutil.copy(multus_dir / name, bin_dir / name)
+    ns = f"bench-cni-{secrets.token_hex(3)}"
+    pod, uid = workload(bed, ns, work / "ipam")
+    args = f"IgnoreUnknown=1;K8S_POD_NAMESPACE={ns};K8S_POD_NAME={pod};K8S_POD_INFRA_CONTAINER_ID={CID};K8S_POD_UID={uid}"
+    primary = ptp("podnet", "10.90.0.0/24", work / "ipam")
+    common = {"binDir": str(bin_dir), "delegates": [primary]}
+    tag = secrets.token_hex(2)
+    with ExitStack() as stack:
+        netns = stack.enter_context(network_namespace())
+        live_user, cached_user = f"bench-live-{tag}", f"bench-cached-{tag}"
+        live = _our_daemon(stack, bed, work, common, True, live_user)
+        cached = _our_daemon(stack, bed, work, common, False, cached_user)
+        sock = stack.enter_context(
+            multus_daemon(bed, multus_dir, work, {**common, "cniDir": str(work / "mc")})
+        )
+
+        def thin(label: str, plugin: str, rules: list[dict[str, Any]]) -> Setup:
+            user = f"bench-{plugin}-thin-{tag}"
             conf = {
                 "cniVersion": "1.0.0",
                 "name": "multus-cni-network",
-                "type": "multus-shim",
-                "daemonSocketDir": str(sock),
+                "type": plugin,
+                **common,
+                "cniDir": str(work / f"{plugin}-thin-cache"),
+                "kubeconfig": str(_identity(bed, user, rules)),
             }
-            mark = bed.audit.mark()
-            results["Multus thick (multus-shim + multus-daemon)"] = cycles(
-                lambda c: cni(bin_dir / "multus-shim", c, conf, netns, args, bin_dir),
-                opts.cycles,
-                opts.warmup,
-            )
-        multus_user = f"system:multus:{bed.node_name}"
-        traffic["Multus thick (multus-shim + multus-daemon)"] = api_calls(
-            bed, mark, multus_user, opts.cycles + opts.warmup
-        )
-        client.CoreV1Api(bed.api_client).delete_namespace(ns)
-    medians = {label: statistics.median(s) for label, s in results.items()}
-    multus = medians["Multus thick (multus-shim + multus-daemon)"]
+            return Setup(label, bin_dir / plugin, conf, user)
+
+        setups = [
+            Setup(OURS_LIVE, bin_dir / "cni-shim", shim_conf(live), live_user),
+            Setup(OURS_CACHED, bin_dir / "cni-shim", shim_conf(cached), cached_user),
+            thin(OURS_THIN, "cni-shim", DAEMON_RULES),
+            Setup(
+                MULTUS_THICK,
+                bin_dir / "multus-shim",
+                {
+                    "cniVersion": "1.0.0",
+                    "name": "multus-cni-network",
+                    "type": "multus-shim",
+                    "daemonSocketDir": str(sock),
+                },
+                f"system:multus:{bed.node_name}",
+            ),
+            thin(MULTUS_THIN, "multus", MULTUS_RULES),
+        ]
+        for setup in setups:
+            for _ in range(warmup):
+                setup.run("ADD", netns, args, bin_dir)
+                setup.run("DEL", netns, args, bin_dir)
+            setup.windows.clear()
+        mark = bed.audit.mark()
+        for _ in range(cycles):
+            for setup in setups:
+                start = time.perf_counter()
+                setup.run("ADD", netns, args, bin_dir)
+                setup.run("DEL", netns, args, bin_dir)
+                setup.samples.append((time.perf_counter() - start) * 1000)
+        # The API server writes an audit event just after answering; let the last ones land.
+        time.sleep(1.0)
+        daemon_side = {OURS_LIVE: _daemon_side(live), OURS_CACHED: _daemon_side(cached)}
+    client.CoreV1Api(bed.api_client).delete_namespace(ns)
+    latency = {s.label: summary(s.samples) for s in setups}
+    for label, peer in PEER.items():
+        latency[label]["peer"] = peer
+        latency[label]["ratio_median"] = latency[label]["median"] / latency[peer]["median"]
+        latency[label]["ratio_p95"] = latency[label]["p95"] / latency[peer]["p95"]
+    return {
+        "cycles": cycles,
+        "latency_ms": latency,
+        "api_requests": {s.label: api_calls(bed, mark, s) for s in setups},
+        "daemon_side_ms": daemon_side,
+        "startup_ms": {
+            "cni-shim": startup_ms(bin_dir / "cni-shim"),
+            "multus-shim": startup_ms(bin_dir / "multus-shim"),
+        },
+    }
+
+
+def _calls(per: Mapping[str, float]) -> str:
+    return ", ".join(f"{k} {v:.2f}" for k, v in per.items()) or "none"
+
+
+def report(result: Mapping[str, Any]) -> None:
     print(
-        f"median ADD+DEL over {opts.cycles} cycles (ptp+host-local cluster network + one NAD, real API server):"
+        f"CNI ADD+DEL over {result['cycles']} alternating cycles (ptp+host-local cluster network + two NADs, "
+        "real API server), ms:"
     )
-    for label, value in medians.items():
-        print(f"  {label:46s} {value:8.1f} ms   x{value / multus:.2f} of Multus")
-    print("API requests per ADD+DEL cycle (audit log; informer lists/watches left out):")
-    for label, calls in traffic.items():
-        print(f"  {label:46s} {calls}")
-    print("inside cni-shim-daemon (median per request, from its logs):")
-    for label, value in daemon_side.items():
-        print(f"  {label:46s} {value:8.1f} ms")
-    print("shim process start-up (median CNI_COMMAND=VERSION):")
-    print(f"  cni-shim    {startup_ms(bin_dir / 'cni-shim'):6.1f} ms")
-    print(f"  multus-shim {startup_ms(bin_dir / 'multus-shim'):6.1f} ms")
-    shutil.rmtree(work, ignore_errors=True)
+    print(f"  {'setup':34s} {'median':>8s} {'p95':>8s}  vs peer (median, p95)")
+    for label, s in result["latency_ms"].items():
+        ratio = f"x{s['ratio_median']:.2f}, x{s['ratio_p95']:.2f} of {s['peer']}" if "peer" in s else ""
+        print(f"  {label:34s} {s['median']:8.1f} {s['p95']:8.1f}  {ratio}")
+    print("API requests per ADD / per DEL (audit log; informer lists/watches left out):")
+    for label, per in result["api_requests"].items():
+        print(f"  {label:34s} ADD: {_calls(per['ADD'])}")
+        print(f"  {'':34s} DEL: {_calls(per['DEL'])}")
+    print("inside cni-shim-daemon per request (from its logs), ms median / p95:")
+    for label, per in result["daemon_side_ms"].items():
+        for command, s in per.items():
+            print(f"  {label + ': ' + command:40s} {s['median']:6.1f} / {s['p95']:6.1f}")
+    print("shim process start-up (CNI_COMMAND=VERSION), ms median / p95:")
+    for name, s in result["startup_ms"].items():
+        print(f"  {name:12s} {s['median']:6.1f} / {s['p95']:6.1f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--cycles", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=5)
+    opts = parser.parse_args(argv)
+    tools = ToolSet()
+    work = Path(tempfile.mkdtemp(prefix="bench-cni-"))
+    try:
+        with test_bed(tools) as bed:
+            report(measure(bed, tools, work, opts.cycles, opts.warmup))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

@@ -7,6 +7,7 @@ Pod or NAD read unless the cache is missing (Multus's fallback).
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -377,7 +378,7 @@ def _add(ctx: _Ctx) -> Json:
         entries.extend(netstatus.statuses(result, d.name, d.master))
     assert master_result is not None  # a plan always has a master delegate
     if kube is not None and pod is not None:
-        _write_network_status(ctx, kube, entries)
+        _write_network_status(ctx, kube, entries, pod)
     return results.convert(master_result, ctx.version)
 
 
@@ -402,13 +403,19 @@ def _remaining(p: plan.Plan, failures: Sequence[tuple[plan.PlannedDelegate, CniE
     return replace(p, delegates=tuple(d for d in p.delegates if id(d) in failed))
 
 
-def _write_network_status(ctx: _Ctx, kube: KubeApi, entries: list[Json]) -> None:
+def _write_network_status(ctx: _Ctx, kube: KubeApi, entries: list[Json], read: Json) -> None:
+    """Read-modify-write of the annotation, guarded by resourceVersion.
+
+    The first attempt writes over the Pod this ADD already read: usually nothing changed since,
+    and the resourceVersion precondition turns a stale copy into a 409, after which every
+    attempt re-reads. That saves a Pod GET per ADD without weakening the guard.
+    """
     if not entries:
         return
     value = netstatus.render(entries)
     args = ctx.pod_args
     for attempt in range(STATUS_WRITE_ATTEMPTS):
-        pod = kube.get_pod(args.namespace, args.name)
+        pod = copy.deepcopy(read) if attempt == 0 else kube.get_pod(args.namespace, args.name)
         if pod is None:
             ctx.log.warning(f"{ctx.prefix()}pod vanished before network-status could be written")
             return

@@ -467,3 +467,16 @@ def test_cluster_network_nad_read_failure_is_not_replaced_by_a_local_file(shim):
     out = shim.run("ADD", shim.conf(clusterNetwork="main"))
     assert out.status == 1 and out.json["code"] == 11
     assert shim.executor.calls == []
+
+
+def test_network_status_reuses_the_pod_read_by_add_and_rereads_only_after_a_conflict(shim):
+    shim.kube.add_pod("ns1", "pod1", "uid-1", {NETWORKS: "net-a"})
+    shim.kube.add_nad("ns1", "net-a", _nad_conf("a", "plug-a"))
+    assert shim.run("ADD", shim.conf(), container_id="first").status == 0
+    assert [r for r in shim.kube.reads if r[0] == "pod"] == [("pod", "ns1", "pod1")]
+    assert len(shim.kube.status_writes) == 1
+    shim.kube.reads.clear()
+    shim.kube.conflicts = 1
+    assert shim.run("ADD", shim.conf(), container_id="second").status == 0
+    assert [r for r in shim.kube.reads if r[0] == "pod"] == [("pod", "ns1", "pod1")] * 2
+    assert len(shim.kube.status_writes) == 2
