@@ -20,7 +20,10 @@ from driver.slices import SlicePublisher
 if TYPE_CHECKING:
     from kubernetes import client
 
+    from driver.events import PhaseObserver
     from driver.managed import ManagedPreparer
+    from driver.metrics import DriverMetrics
+    from driver.repair import RepairWorker
 
 log = logging.getLogger(__name__)
 
@@ -119,9 +122,11 @@ def managed_service(
     checkpoint: PreparedClaims,
     state: DeviceState,
     source: PolicySource,
+    observer: PhaseObserver | None = None,
 ) -> ManagedPreparer:
     """The managed NodeService over the live API (--multus-auto-attach)."""
     from driver.consumer import ConsumerResolver  # noqa: PLC0415 - keeps the unmanaged start-up lean
+    from driver.events import NULL_OBSERVER  # noqa: PLC0415
     from driver.kube import KubeClaims, KubeNads, KubePods  # noqa: PLC0415
     from driver.managed import ManagedPreparer  # noqa: PLC0415
 
@@ -146,4 +151,38 @@ def managed_service(
         node_name=node_name,
         node_uid=node_uid,
         eligible_attributes=eligible_attributes,
+        observer=observer or NULL_OBSERVER,
     )
+
+
+def start_repair(
+    stop: threading.Event,
+    service: ManagedPreparer,
+    checkpoint: PreparedClaims,
+    *,
+    interval: float,
+    observer: PhaseObserver,
+    metrics: DriverMetrics,
+    sources: Sequence[tuple[str, Callable[..., Any], Mapping[str, Any]]],
+    watch: Callable[[str, Callable[..., Any], Mapping[str, Any], Callable[[], None], threading.Event], None],
+) -> RepairWorker:
+    """The repair worker's first pass, run now (before the plugin serves), then its thread and the
+    watches that wake it early."""
+    from driver.repair import RepairWorker  # noqa: PLC0415
+
+    worker = RepairWorker(
+        service, checkpoint.snapshot_all, interval=interval, observer=observer, metrics=metrics
+    )
+    outcomes = worker.run_once()
+    failed = {uid: why for uid, why in outcomes.items() if why}
+    log.info("start-up repair: %d claims, %d not converged %s", len(outcomes), len(failed), failed or "")
+    threads = [threading.Thread(target=worker.run, args=(stop,), name="repair", daemon=True)]
+    threads += [
+        threading.Thread(
+            target=watch, args=(what, fn, kw, worker.trigger, stop), name=f"watch-{what}", daemon=True
+        )
+        for what, fn, kw in sources
+    ]
+    for t in threads:
+        t.start()
+    return worker

@@ -27,6 +27,8 @@ class Config:
     multus_auto_attach: bool = False
     healthcheck_port: int = -1
     kubeconfig: str | None = None
+    repair_interval: float = 30.0
+    metrics_port: int = -1
 
     def __post_init__(self) -> None:
         if not self.node_name:
@@ -44,6 +46,16 @@ class Config:
             raise ConfigError(
                 "InvalidHealthcheckPort",
                 f"HEALTHCHECK_PORT {self.healthcheck_port} must be -1 (off), 0 (any free port) or a TCP port",
+            )
+        if not 1.0 <= self.repair_interval <= 3600.0:
+            raise ConfigError(
+                "InvalidRepairInterval",
+                f"REPAIR_INTERVAL {self.repair_interval} must be between 1 and 3600 seconds",
+            )
+        if not -1 <= self.metrics_port <= 65535:
+            raise ConfigError(
+                "InvalidMetricsPort",
+                f"METRICS_PORT {self.metrics_port} must be -1 (off), 0 (any free port) or a TCP port",
             )
         if self.multus_auto_attach and mode != MULTUS:
             raise ConfigError(

@@ -15,6 +15,7 @@ from kubernetes.client.exceptions import ApiException
 from driver.apierrors import NOT_FOUND, api_error
 from driver.discovery import DRIVER_NAME
 from sriov_contract.errors import ReasonedError
+from sriov_contract.keys import MANAGED_BY_LABEL, MANAGED_BY_VALUE, NODE_UID_LABEL
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +157,51 @@ class KubeNads:
             "PATCH",
             what,
         )
+
+
+class KubeShadowLister:
+    """Managed shadows of one node across all namespaces (spec 8.5), found by their labels."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self._objs = client.CustomObjectsApi(api)
+
+    @staticmethod
+    def selector(node_uid: str) -> str:
+        return f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{NODE_UID_LABEL}={node_uid}"
+
+    def list_shadows(self, node_uid: str) -> list[dict[str, Any]]:
+        return _items(
+            self._objs.list_cluster_custom_object(
+                "k8s.cni.cncf.io",
+                "v1",
+                "network-attachment-definitions",
+                label_selector=self.selector(node_uid),
+            )
+        )
+
+    def watch_source(self, node_uid: str) -> tuple[str, Callable[..., Any], dict[str, Any]]:
+        """(description, list function, kwargs) for watch_forever: any change to our shadows."""
+        return (
+            "managed shadows",
+            self._objs.list_cluster_custom_object,
+            {
+                "group": "k8s.cni.cncf.io",
+                "version": "v1",
+                "plural": "network-attachment-definitions",
+                "label_selector": self.selector(node_uid),
+            },
+        )
+
+
+class KubeEvents:
+    """core/v1 Events (the EventSink of driver.events)."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self._api = api
+
+    def create_event(self, namespace: str, body: Mapping[str, Any]) -> None:
+        path = f"/api/v1/namespaces/{quote(namespace)}/events"
+        _request(self._api, "POST", path, f"Event in {namespace}", body=dict(body))
 
 
 class KubeSlices:

@@ -41,6 +41,7 @@ def run(cfg: Config, stop: threading.Event) -> None:
     from driver.kubeletplugin.api import NodeService  # noqa: PLC0415
     from driver.kubeletplugin.health import HealthServer  # noqa: PLC0415
     from driver.kubeletplugin.server import KubeletPlugin, SocketPaths  # noqa: PLC0415
+    from driver.metrics import CountingSlices, DriverMetrics  # noqa: PLC0415
     from driver.prepare import Preparer  # noqa: PLC0415
     from driver.slices import SlicePublisher  # noqa: PLC0415
     from driver.vfdriver import SysfsVfDriver  # noqa: PLC0415
@@ -64,8 +65,15 @@ def run(cfg: Config, stop: threading.Event) -> None:
     node_uid, _labels = source.node()
     slices = KubeSlices(api, cfg.node_name)
     managed = cfg.multus_auto_attach and cfg.configuration_mode == MULTUS
+    metrics = DriverMetrics()
+    metrics.watch_bindings(checkpoint.snapshot_all)
+    if cfg.metrics_port >= 0:
+        log.info("Prometheus metrics on port %d", metrics.serve(cfg.metrics_port))
     controller = PolicyController(
-        source, state, SlicePublisher(slices, cfg.node_name, node_uid), managed=managed
+        source,
+        state,
+        SlicePublisher(CountingSlices(slices, metrics), cfg.node_name, node_uid),
+        managed=managed,
     )
     preparer = Preparer(
         node_name=cfg.node_name,
@@ -77,7 +85,12 @@ def run(cfg: Config, stop: threading.Event) -> None:
     )
     service: NodeService = preparer
     if managed:
-        service = managed_service(
+        from driver.agent import start_repair  # noqa: PLC0415
+        from driver.events import BindingReporter, EventRecorder  # noqa: PLC0415
+        from driver.kube import KubeEvents, KubeShadowLister  # noqa: PLC0415
+
+        reporter = BindingReporter(EventRecorder(KubeEvents(api), host=cfg.node_name), metrics)
+        managed_preparer = managed_service(
             api,
             node_name=cfg.node_name,
             node_uid=node_uid,
@@ -85,7 +98,20 @@ def run(cfg: Config, stop: threading.Event) -> None:
             checkpoint=checkpoint,
             state=state,
             source=source,
+            observer=reporter,
         )
+        # The repair worker's first pass runs before kubelet can reach the plugin (spec 8.3).
+        start_repair(
+            stop,
+            managed_preparer,
+            checkpoint,
+            interval=cfg.repair_interval,
+            observer=reporter,
+            metrics=metrics,
+            sources=[KubeShadowLister(api).watch_source(node_uid)],
+            watch=watch_forever,
+        )
+        service = managed_preparer
     plugin = KubeletPlugin(paths, service)
     log.info("serving %s and %s", paths.dra_socket, paths.registration_socket)
     health = HealthServer(paths, cfg.healthcheck_port) if cfg.healthcheck_port >= 0 else None
@@ -136,6 +162,8 @@ def _report_registration(plugin: KubeletPlugin, registry_dir: Path) -> None:
 @click.option("--multus-auto-attach/--no-multus-auto-attach", envvar="MULTUS_AUTO_ATTACH", default=False)
 @click.option("--healthcheck-port", envvar="HEALTHCHECK_PORT", default=-1, type=int)
 @click.option("--kubeconfig", envvar="KUBECONFIG", default=None, help="in-cluster config when unset")
+@click.option("--repair-interval", envvar="REPAIR_INTERVAL", default=30.0, type=float, help="seconds")
+@click.option("--metrics-port", envvar="METRICS_PORT", default=-1, type=int, help="Prometheus, -1 off")
 def cli(**opts: Any) -> None:
     """The SR-IOV DRA kubelet plugin."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -151,6 +179,8 @@ def cli(**opts: Any) -> None:
             multus_auto_attach=opts["multus_auto_attach"],
             healthcheck_port=opts["healthcheck_port"],
             kubeconfig=opts["kubeconfig"],
+            repair_interval=opts["repair_interval"],
+            metrics_port=opts["metrics_port"],
         )
         stop = threading.Event()
 

@@ -70,7 +70,9 @@ DRIVER_NEEDS: frozenset[Permission] = frozenset(
     # Spec 12.3: verify the consuming Pod and merge its selections; no update, delete or finalizers.
     _each("get patch", "", "pods")
     # Spec 12.3: source reads, shadow create / finalizer patch / delete, all-namespace orphan list.
-    | _each("get list create patch delete", NAD, "network-attachment-definitions")
+    | _each("get list watch create patch delete", NAD, "network-attachment-definitions")
+    # Spec 18.2: Events on Pods and claims; spec 8.3: a shadow watch wakes the repair worker.
+    | _each("create patch", "", "events")
     # Spec 6.1: the node's UID is the process's recorded node identity; the driver watches its Node.
     | _each("get list watch", "", "nodes")
     # DRA publication and preparation (dra-driver.md 5.2, kept from the upstream driver).
