@@ -95,13 +95,22 @@ class PolicyController:
                 self._trigger.set()
 
 
+class TriggeredWorker(Protocol):
+    """A loop that runs until stop and can be woken early (PolicyController, RepairWorker)."""
+
+    def run(self, stop: threading.Event) -> None: ...
+
+    def trigger(self) -> None: ...
+
+
 def start_threads(
     stop: threading.Event,
-    controller: PolicyController,
+    controller: TriggeredWorker,
     sources: Sequence[tuple[str, Callable[..., Any], Mapping[str, Any]]],
     watch: Callable[[str, Callable[..., Any], Mapping[str, Any], Callable[[], None], threading.Event], None],
+    name: str = "policy-reconcile",
 ) -> list[threading.Thread]:
-    threads = [threading.Thread(target=controller.run, args=(stop,), name="policy-reconcile", daemon=True)]
+    threads = [threading.Thread(target=controller.run, args=(stop,), name=name, daemon=True)]
     threads += [
         threading.Thread(
             target=watch, args=(what, fn, kw, controller.trigger, stop), name=f"watch-{what}", daemon=True
@@ -176,13 +185,5 @@ def start_repair(
     outcomes = worker.run_once()
     failed = {uid: why for uid, why in outcomes.items() if why}
     log.info("start-up repair: %d claims, %d not converged %s", len(outcomes), len(failed), failed or "")
-    threads = [threading.Thread(target=worker.run, args=(stop,), name="repair", daemon=True)]
-    threads += [
-        threading.Thread(
-            target=watch, args=(what, fn, kw, worker.trigger, stop), name=f"watch-{what}", daemon=True
-        )
-        for what, fn, kw in sources
-    ]
-    for t in threads:
-        t.start()
+    start_threads(stop, worker, sources, watch, name="repair")
     return worker
