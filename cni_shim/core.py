@@ -406,16 +406,17 @@ def _remaining(p: plan.Plan, failures: Sequence[tuple[plan.PlannedDelegate, CniE
 def _write_network_status(ctx: _Ctx, kube: KubeApi, entries: list[Json], read: Json) -> None:
     """Read-modify-write of the annotation, guarded by resourceVersion.
 
-    The first attempt writes over the Pod this ADD already read: usually nothing changed since,
-    and the resourceVersion precondition turns a stale copy into a 409, after which every
-    attempt re-reads. That saves a Pod GET per ADD without weakening the guard.
+    When this ADD read the Pod live, the first attempt writes over that answer: usually nothing
+    changed since, and the resourceVersion precondition turns a stale copy into a 409, after which
+    every attempt re-reads. That saves a Pod GET per ADD without weakening the guard.
     """
     if not entries:
         return
     value = netstatus.render(entries)
     args = ctx.pod_args
     for attempt in range(STATUS_WRITE_ATTEMPTS):
-        pod = copy.deepcopy(read) if attempt == 0 else kube.get_pod(args.namespace, args.name)
+        reuse = attempt == 0 and kube.pod_reads_live
+        pod = copy.deepcopy(read) if reuse else kube.get_pod(args.namespace, args.name)
         if pod is None:
             ctx.log.warning(f"{ctx.prefix()}pod vanished before network-status could be written")
             return

@@ -35,6 +35,10 @@ class CacheStore(Protocol):
 class KubeApi(Protocol):
     """Live reads and the one status write the shim makes. None means NotFound."""
 
+    # Whether get_pod answers straight from the API server, so a status write over that answer is
+    # rarely stale (an informer-cache view says False: the network-status write re-reads instead).
+    pod_reads_live: bool
+
     def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
     def get_nad(self, namespace: str, name: str) -> dict[str, Any] | None: ...

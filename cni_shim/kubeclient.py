@@ -110,6 +110,8 @@ def read_response(stream: BinaryIO) -> tuple[int, dict[str, str], bytes]:
 
 
 class KubeClient:
+    pod_reads_live = True
+
     def __init__(self, conn: Connection, timeout: float = REQUEST_TIMEOUT) -> None:
         url = urllib.parse.urlsplit(conn.server)
         self._https = url.scheme == "https"

@@ -30,6 +30,8 @@ class Counts(Protocol):
 class LiveView:
     """Every read is an ordinary live GET (no resourceVersion=0, so never served from a watch cache)."""
 
+    pod_reads_live = True
+
     def __init__(self, api: Api, counts: Counts) -> None:
         self._api = api
         self._counts = counts
@@ -55,6 +57,8 @@ class CachedView(LiveView):
     live fallback (Multus #1214). Only the first Pod read is the lookup: later ones are the
     network-status read-modify-write, which needs the live resourceVersion.
     """
+
+    pod_reads_live = False
 
     def __init__(self, api: Api, counts: Counts, pods: Store, nads: Store) -> None:
         super().__init__(api, counts)

@@ -84,6 +84,7 @@ class FakeKube:
     conflicts: int = 0
     pod_errors: list[int] = field(default_factory=list)
     status_writes: list[dict[str, Any]] = field(default_factory=list)
+    pod_reads_live: bool = True
 
     def add_pod(
         self,

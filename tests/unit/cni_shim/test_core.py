@@ -480,3 +480,12 @@ def test_network_status_reuses_the_pod_read_by_add_and_rereads_only_after_a_conf
     assert shim.run("ADD", shim.conf(), container_id="second").status == 0
     assert [r for r in shim.kube.reads if r[0] == "pod"] == [("pod", "ns1", "pod1")] * 2
     assert len(shim.kube.status_writes) == 2
+
+
+def test_network_status_rereads_a_pod_that_came_from_an_informer_cache(shim):
+    shim.kube.add_pod("ns1", "pod1", "uid-1", {NETWORKS: "net-a"})
+    shim.kube.add_nad("ns1", "net-a", _nad_conf("a", "plug-a"))
+    shim.kube.pod_reads_live = False
+    assert shim.run("ADD", shim.conf()).status == 0
+    assert [r for r in shim.kube.reads if r[0] == "pod"] == [("pod", "ns1", "pod1")] * 2
+    assert len(shim.kube.status_writes) == 1
