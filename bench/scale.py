@@ -1,0 +1,407 @@
+"""Scale: many managed shadows on the real API server, the scans over them, and checkpoint costs.
+
+    python -m bench.scale [--pods 1000] [--vfs 8]
+
+Creates real Pods (so the garbage collector sees live owners) and, for each, one synthetic
+prepared claim of --vfs VFs whose shadows are created through the driver's own code path
+(driver.shadow.ensure_shadow over driver.kube.KubeNads, concurrently like batched prepares).
+Then, each in a child process so its peak RSS is its own:
+
+- orphan scan (spec 8.5): one cluster-wide, paginated NAD list narrowed by the managed-by and
+  node-UID labels, correlated by attachment ID and UID with the checkpoint. A few claims are
+  dropped from the checkpoint first, so the scan must report exactly their shadows as orphans.
+- repair pass: every checkpointed binding re-verified through ensure_shadow (GET by name plus
+  the full identity and frozen-content check), in claim order, as a periodic repair would.
+
+Also the checkpoint: load time of the whole file and the cost of one binding mutation (fsync'd
+atomic rewrite) with 128 bindings and at full scale. Cleanup releases every shadow through
+request_shadow_deletion + remove_protection (timed too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+from kubernetes import client
+from kubernetes import config as kube_config
+
+from bench.common import summary, test_bed
+from driver.bindingrecord import PENDING, READY, BindingRecord
+from driver.checkpoint import ClaimRecord, FileStorage, PreparedClaims, PreparedDevice, encode
+from driver.core.render import render_shadow_config
+from driver.discovery import DRIVER_NAME
+from driver.kube import KubeNads
+from driver.shadow import ensure_shadow, remove_protection, request_shadow_deletion
+from sriov_contract.binding import SourceRef, parse_binding
+from sriov_contract.identity import BindingIdentity
+from sriov_contract.keys import (
+    BINDING_ANNOTATION,
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
+    NODE_UID_LABEL,
+    PROTOCOL_VERSION,
+    label_value,
+)
+from tests.bed.bed import TestBed
+from tests.bed.tools import ToolSet
+
+WORKERS = 8
+PODS_PER_NAMESPACE = 100
+PAGE = 500
+DROPPED_CLAIMS = 5
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+
+def parallel(fn: Callable[[_T], _R], items: Iterable[_T]) -> list[_R]:
+    with ThreadPoolExecutor(WORKERS) as pool:
+        return list(pool.map(fn, items))
+
+
+def _source_nad(namespace: str) -> dict[str, Any]:
+    config = {"cniVersion": "1.0.0", "name": "rail-a", "type": "sriov", "ipam": {"type": "static"}}
+    return {
+        "metadata": {
+            "namespace": namespace,
+            "name": "rail-a",
+            "uid": str(uuid.uuid4()),
+            "resourceVersion": "1",
+        },
+        "spec": {"config": json.dumps(config)},
+    }
+
+
+def claim_record(node: tuple[str, str], pod: tuple[str, str, str], index: int, vfs: int) -> ClaimRecord:
+    """A prepared claim as managed prepare checkpoints it (Pending, frozen config, no shadow UID)."""
+    node_name, node_uid = node
+    namespace, pod_name, pod_uid = pod
+    claim_uid = str(uuid.uuid4())
+    source_nad = _source_nad(namespace)
+    meta = source_nad["metadata"]
+    source = SourceRef(namespace, "rail-a", meta["uid"], meta["resourceVersion"])
+    devices = []
+    for vf in range(vfs):
+        device = f"vf-{index:04d}-{vf}"
+        pci = f"0000:{index % 256:02x}:{index // 256:02x}.{vf % 8}"
+        binding = BindingRecord(
+            phase=PENDING,
+            identity=BindingIdentity(
+                PROTOCOL_VERSION, node_uid, pod_uid, claim_uid, DRIVER_NAME, node_name, device
+            ),
+            node_name=node_name,
+            pod_namespace=namespace,
+            pod_name=pod_name,
+            plan_index=vf + 1,
+            interface=f"net{vf + 1}",
+            pci_address=pci,
+            source=source,
+            config=render_shadow_config(source_nad, pci).config.decode(),
+        )
+        devices.append(
+            PreparedDevice(
+                request_names=("vf",),
+                pool=node_name,
+                device=device,
+                pci_address=pci,
+                cdi_device_ids=(f"k8s.{DRIVER_NAME}/claim={claim_uid}-{device}",),
+                if_name=f"net{vf + 1}",
+                managed_binding=binding.to_json(),
+            )
+        )
+    return ClaimRecord(claim_uid, namespace, f"claim-{index:04d}", pod_uid, tuple(devices))
+
+
+def bindings_of(record: ClaimRecord, node_uid: str) -> list[BindingRecord]:
+    out = []
+    for d in record.devices:
+        b = d.managed_binding or {}
+        src = b["source"]
+        out.append(
+            BindingRecord(
+                phase=b["phase"],
+                identity=BindingIdentity(
+                    PROTOCOL_VERSION,
+                    node_uid,
+                    record.pod_uid,
+                    record.claim_uid,
+                    DRIVER_NAME,
+                    d.pool,
+                    d.device,
+                ),
+                node_name=b["nodeName"],
+                pod_namespace=b["podNamespace"],
+                pod_name=b["podName"],
+                plan_index=b["planIndex"],
+                interface=b["interface"],
+                pci_address=d.pci_address,
+                source=SourceRef(src["namespace"], src["name"], src["uid"], src["resourceVersion"]),
+                config=b["config"],
+                shadow_uid=b["shadowUID"],
+            )
+        )
+    return out
+
+
+def _no_forget(record: BindingRecord) -> BindingRecord:
+    raise RuntimeError(f"shadow {record.shadow_name} vanished during the benchmark")
+
+
+def create_pods(api: client.ApiClient, node_name: str, count: int, tag: str) -> list[tuple[str, str, str]]:
+    core = client.CoreV1Api(api)
+    namespaces = [
+        f"bench-scale-{tag}-{i}" for i in range((count + PODS_PER_NAMESPACE - 1) // PODS_PER_NAMESPACE)
+    ]
+    for ns in namespaces:
+        core.create_namespace(client.V1Namespace.model_validate({"metadata": {"name": ns}}))
+
+    def make(i: int) -> tuple[str, str, str]:
+        ns = namespaces[i // PODS_PER_NAMESPACE]
+        body = {
+            "metadata": {"name": f"p{i:04d}"},
+            "spec": {
+                "nodeName": node_name,
+                "containers": [{"name": "c", "image": "registry.invalid/none:0"}],
+            },
+        }
+        pod = core.create_namespaced_pod(ns, client.V1Pod.model_validate(body))
+        assert pod.metadata is not None
+        return ns, f"p{i:04d}", str(pod.metadata.uid)
+
+    return parallel(make, range(count))
+
+
+def _with_uids(record: ClaimRecord, uids: Mapping[str, str]) -> ClaimRecord:
+    """The record as it stands once every shadow exists and the Pod names them (Ready)."""
+    devices = tuple(
+        replace(d, managed_binding={**(d.managed_binding or {}), "phase": READY, "shadowUID": uids[d.device]})
+        for d in record.devices
+    )
+    return replace(record, devices=devices)
+
+
+# -- the child-process measurements -------------------------------------------------------------
+
+
+def orphan_scan(api: client.ApiClient, node_uid: str, checkpoint: PreparedClaims) -> dict[str, int]:
+    """List this node's managed NADs cluster-wide and correlate each with the checkpoint."""
+    expected: dict[str, str] = {}
+    for record in checkpoint.snapshot_all():
+        for d in record.devices:
+            if d.managed_binding is not None:
+                expected[str(d.managed_binding["attachmentID"])] = str(d.managed_binding["shadowUID"])
+    selector = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{NODE_UID_LABEL}={label_value(node_uid)}"
+    objs = client.CustomObjectsApi(api)
+    listed = owned = orphans = 0
+    token = ""
+    while True:
+        page = cast(
+            dict[str, Any],
+            objs.list_cluster_custom_object(
+                "k8s.cni.cncf.io",
+                "v1",
+                "network-attachment-definitions",
+                label_selector=selector,
+                limit=PAGE,
+                _continue=token,
+            ),
+        )
+        for item in page["items"]:
+            listed += 1
+            meta = item["metadata"]
+            binding = parse_binding(meta["annotations"][BINDING_ANNOTATION])
+            if binding.node_uid == node_uid and expected.get(binding.attachment_id) == meta["uid"]:
+                owned += 1
+            else:
+                orphans += 1
+        token = page["metadata"].get("continue") or ""
+        if not token:
+            return {"listed": listed, "owned": owned, "orphans": orphans}
+
+
+def repair_pass(api: client.ApiClient, node_uid: str, checkpoint: PreparedClaims) -> dict[str, int]:
+    nads = KubeNads(api)
+    verified = 0
+    for record in checkpoint.snapshot_all():
+        for binding in bindings_of(record, node_uid):
+            if ensure_shadow(nads, binding, _no_forget) != binding.shadow_uid:
+                raise RuntimeError(f"shadow {binding.shadow_name} changed UID during the repair pass")
+            verified += 1
+    return {"verified": verified}
+
+
+CHILD_TASKS = {"orphan-scan": orphan_scan, "repair-pass": repair_pass}
+
+
+def child(task: str, kubeconfig: str, checkpoint_path: str, node_uid: str) -> None:
+    api = kube_config.new_client_from_config(config_file=kubeconfig)
+    start = time.perf_counter()
+    checkpoint = PreparedClaims(FileStorage(Path(checkpoint_path)), checkpoint_path)
+    loaded = time.perf_counter()
+    counts = CHILD_TASKS[task](api, node_uid, checkpoint)
+    end = time.perf_counter()
+    print(json.dumps({"seconds": end - start, "checkpoint_load_seconds": loaded - start, **counts}))
+
+
+def run_child(task: str, kubeconfig: Path, checkpoint: Path, node_uid: str) -> dict[str, Any]:
+    """Run one measurement in a fresh interpreter; its own peak RSS comes from wait4."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        os.dup2(w, 1)
+        os.execv(
+            sys.executable,
+            [
+                sys.executable,
+                "-m",
+                "bench.scale",
+                "--child",
+                task,
+                str(kubeconfig),
+                str(checkpoint),
+                node_uid,
+            ],
+        )
+    os.close(w)
+    with os.fdopen(r) as out:
+        text = out.read()
+    _, status, usage = os.wait4(pid, 0)
+    if status != 0 or not text.strip():
+        raise SystemExit(f"{task} child failed with status {status}")
+    return {**json.loads(text.strip().splitlines()[-1]), "peak_rss_mib": usage.ru_maxrss / 1024}
+
+
+def mutation_cost(records: Sequence[ClaimRecord], directory: Path, samples: int) -> dict[str, Any]:
+    """One binding mutation (update_managed_bindings, fsync'd atomic rewrite) over `records`."""
+    path = directory / f"checkpoint-{len(records)}.json"
+    FileStorage(path).write(encode({r.claim_uid: r for r in records}))
+    checkpoint = PreparedClaims(FileStorage(path), str(path))
+    target = records[0]
+    device = target.devices[0]
+    times = []
+    for i in range(samples):
+        binding = {**(device.managed_binding or {}), "phase": READY if i % 2 else PENDING}
+        start = time.perf_counter()
+        checkpoint.update_managed_bindings(target.claim_uid, {device.device: binding})
+        times.append((time.perf_counter() - start) * 1000)
+    return {
+        "bindings": sum(len(r.devices) for r in records),
+        "file_bytes": path.stat().st_size,
+        "mutation_ms": summary(times),
+    }
+
+
+def measure(bed: TestBed, pods: int, vfs: int, work: Path) -> dict[str, Any]:
+    api = bed.api_client
+    node = client.CoreV1Api(api).read_node(bed.node_name)
+    assert node.metadata is not None
+    node_uid = str(node.metadata.uid)
+    tag = secrets.token_hex(2)
+    start = time.perf_counter()
+    owners = create_pods(api, bed.node_name, pods, tag)
+    pods_seconds = time.perf_counter() - start
+    records = [claim_record((bed.node_name, node_uid), pod, i, vfs) for i, pod in enumerate(owners)]
+    nads = KubeNads(api)
+
+    def create(record: ClaimRecord) -> ClaimRecord:
+        uids = {b.identity.device: ensure_shadow(nads, b, _no_forget) for b in bindings_of(record, node_uid)}
+        return _with_uids(record, uids)
+
+    start = time.perf_counter()
+    records = parallel(create, records)
+    create_seconds = time.perf_counter() - start
+    shadows = pods * vfs
+    result: dict[str, Any] = {
+        "pods": pods,
+        "vfs_per_pod": vfs,
+        "shadows": shadows,
+        "pod_create_seconds": pods_seconds,
+        "shadow_create_seconds": create_seconds,
+        "shadow_creates_per_second": shadows / create_seconds,
+        "checkpoint_128": mutation_cost(records[: max(1, 128 // vfs)], work, 200),
+        "checkpoint_full": mutation_cost(records, work, 10),
+    }
+    kubeconfig = bed.kubeconfig_for("admin")
+    checkpoint = work / "checkpoint-scan.json"
+    kept = records[DROPPED_CLAIMS:]
+    FileStorage(checkpoint).write(encode({r.claim_uid: r for r in kept}))
+    scan = run_child("orphan-scan", kubeconfig, checkpoint, node_uid)
+    if scan["orphans"] != DROPPED_CLAIMS * vfs or scan["owned"] != len(kept) * vfs:
+        raise SystemExit(f"orphan scan miscounted: {scan}; expected {DROPPED_CLAIMS * vfs} orphans")
+    result["orphan_scan"] = scan
+    result["repair_pass"] = run_child("repair-pass", kubeconfig, checkpoint, node_uid)
+
+    def release(record: ClaimRecord) -> None:
+        for b in bindings_of(record, node_uid):
+            uid = request_shadow_deletion(nads, b)
+            remove_protection(nads, b, uid)
+
+    start = time.perf_counter()
+    parallel(release, records)
+    result["release_seconds"] = time.perf_counter() - start
+    core = client.CoreV1Api(api)
+    for ns in sorted({p[0] for p in owners}):
+        core.delete_namespace(ns)
+    return result
+
+
+def report(r: Mapping[str, Any]) -> None:
+    print(f"scale: {r['pods']} Pods x {r['vfs_per_pod']} VFs = {r['shadows']} shadows on the real API server")
+    print(
+        f"  shadow creates (ensure_shadow, {WORKERS} workers)  {r['shadow_create_seconds']:7.1f} s "
+        f"({r['shadow_creates_per_second']:.0f}/s); Pods {r['pod_create_seconds']:.1f} s"
+    )
+    for key, what in (
+        ("orphan_scan", "orphan scan (list + correlate)"),
+        ("repair_pass", "repair pass (GET + verify each)"),
+    ):
+        s = r[key]
+        print(
+            f"  {what:40s} {s['seconds']:7.2f} s, peak RSS {s['peak_rss_mib']:.0f} MiB "
+            f"(checkpoint load {s['checkpoint_load_seconds'] * 1000:.0f} ms)"
+        )
+    print(
+        f"  orphans found: {r['orphan_scan']['orphans']} of {r['orphan_scan']['listed']} listed (as planted)"
+    )
+    for key in ("checkpoint_128", "checkpoint_full"):
+        c = r[key]
+        m = c["mutation_ms"]
+        print(
+            f"  checkpoint mutation, {c['bindings']:5d} bindings ({c['file_bytes'] / 1024:.0f} KiB): "
+            f"median {m['median']:.1f} ms, p95 {m['p95']:.1f} ms"
+        )
+    print(f"  release of every shadow (delete + finalizer removal)  {r['release_seconds']:7.1f} s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--pods", type=int, default=1000)
+    parser.add_argument("--vfs", type=int, default=8)
+    parser.add_argument("--child", nargs=4, metavar=("TASK", "KUBECONFIG", "CHECKPOINT", "NODE_UID"))
+    opts = parser.parse_args(argv)
+    if opts.child:
+        child(*opts.child)
+        return 0
+    # A real disk, not tmpfs: the checkpoint's cost is mostly fsync.
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-scale-", dir="/var/tmp") as work,
+        test_bed(ToolSet()) as bed,
+    ):
+        report(measure(bed, opts.pods, opts.vfs, Path(work)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
