@@ -5,9 +5,11 @@ from __future__ import annotations
 import math
 import os
 import secrets
+import shutil
 import statistics
 import subprocess
-from collections.abc import Iterator, Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -54,3 +56,15 @@ def rss_kib(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     raise RuntimeError(f"process {pid} reports no VmRSS")
+
+
+def standalone(prefix: str, run: Callable[[TestBed, ToolSet, Path], None]) -> int:
+    """One benchmark on its own: a bed, the tools and a scratch directory removed afterwards."""
+    tools = ToolSet()
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        with test_bed(tools) as bed:
+            run(bed, tools, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0

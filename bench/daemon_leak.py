@@ -17,9 +17,7 @@ import base64
 import json
 import os
 import secrets
-import shutil
 import sys
-import tempfile
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -27,7 +25,7 @@ from typing import Any
 
 from kubernetes import client
 
-from bench.common import rss_kib, test_bed
+from bench.common import rss_kib, standalone
 from cni_shim import thick_client
 from tests.bed.bed import TestBed
 from tests.bed.tools import ToolSet
@@ -166,14 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cycles", type=int, default=10000)
     parser.add_argument("--delegate", choices=sorted(DELEGATES), default="static")
     opts = parser.parse_args(argv)
-    tools = ToolSet()
-    work = Path(tempfile.mkdtemp(prefix="bench-leak-"))
-    try:
-        with test_bed(tools) as bed:
-            report(measure(bed, tools, work, opts.cycles, opts.delegate))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return 0
+    return standalone(
+        "bench-leak-", lambda bed, tools, work: report(measure(bed, tools, work, opts.cycles, opts.delegate))
+    )
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ import secrets
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from bisect import bisect_right
 from collections.abc import Iterator, Mapping
@@ -34,7 +33,7 @@ from typing import Any
 
 from kubernetes import client
 
-from bench.common import network_namespace, summary, test_bed
+from bench.common import network_namespace, standalone, summary
 from cni_shim import launcher
 from tests.bed import pki
 from tests.bed.bed import TestBed
@@ -397,14 +396,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cycles", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=5)
     opts = parser.parse_args(argv)
-    tools = ToolSet()
-    work = Path(tempfile.mkdtemp(prefix="bench-cni-"))
-    try:
-        with test_bed(tools) as bed:
-            report(measure(bed, tools, work, opts.cycles, opts.warmup))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return 0
+    return standalone(
+        "bench-cni-", lambda bed, tools, work: report(measure(bed, tools, work, opts.cycles, opts.warmup))
+    )
 
 
 if __name__ == "__main__":
