@@ -3,6 +3,9 @@
 import click
 
 from driver.cli_contract import contract
+from driver.cli_inspect import inspect
+from driver.cli_orphans import orphans
+from driver.cli_preflight import preflight
 from driver.cli_render import render
 
 
@@ -14,3 +17,6 @@ def cli() -> None:
 
 cli.add_command(contract)
 cli.add_command(render)
+cli.add_command(inspect)
+cli.add_command(orphans)
+cli.add_command(preflight)

@@ -204,6 +204,32 @@ class KubeEvents:
         _request(self._api, "POST", path, f"Event in {namespace}", body=dict(body))
 
 
+class KubeAccess:
+    """What the API server serves, and what the current credentials may do (preflight)."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self._api = api
+
+    def served_resources(self, group_version: str) -> set[str]:
+        """Resource names served under /apis/<group_version>; empty when the group is not served."""
+        try:
+            listing = _request(self._api, "GET", f"/apis/{group_version}", f"API group {group_version}")
+        except ReasonedError:
+            return set()
+        return {str(r.get("name")) for r in (listing or {}).get("resources") or []}
+
+    def may(self, attributes: Mapping[str, str]) -> bool:
+        """A SelfSubjectAccessReview of `attributes` (verb, group, resource, ...)."""
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": dict(attributes)},
+        }
+        path = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+        answer = _request(self._api, "POST", path, "SelfSubjectAccessReview", body=body) or {}
+        return bool((answer.get("status") or {}).get("allowed"))
+
+
 class KubeSlices:
     """This node's ResourceSlices of this driver."""
 

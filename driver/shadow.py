@@ -186,6 +186,11 @@ def _set_finalizers(obj: Mapping[str, Any], finalizers: list[str]) -> list[dict[
     ]
 
 
+def drop_protection_patch(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Remove only our finalizer, keeping everyone else's, from exactly this version of `obj`."""
+    return _set_finalizers(obj, [f for f in finalizers_of(obj) if f != PROTECTION_FINALIZER])
+
+
 def request_shadow_deletion(nads: NadClient, record: BindingRecord) -> str:
     """Release steps 1-2: verify the recorded (or adoptable) shadow and delete it by UID.
 
@@ -223,7 +228,7 @@ def remove_protection(
         finalizers = finalizers_of(obj)
         if PROTECTION_FINALIZER not in finalizers:
             return
-        ops = _set_finalizers(obj, [f for f in finalizers if f != PROTECTION_FINALIZER])
+        ops = drop_protection_patch(obj)
         try:
             nads.patch_nad(record.pod_namespace, record.shadow_name, ops)
             return

@@ -7,7 +7,6 @@ import copy
 import json
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -37,13 +36,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> Env:
-    e = Env(tmp_path)
-    e.source_nad()
-    return e
 
 
 def prepared(env: Env):
