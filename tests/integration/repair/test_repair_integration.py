@@ -1,0 +1,303 @@
+"""The repair worker, crash recovery and the orphan scan on the real API server, with the real
+driver process under the shipped RBAC (spec 8.3, 8.5). No sleeps: every wait polls a real
+condition (an Event, a metric, an object) with a deadline."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from driver.bindingrecord import BindingRecord
+from driver.crashpoints import CRASH_ENV, CRASH_EXIT, PREPARE_STEPS, UNPREPARE_STEPS
+from driver.discovery import DRIVER_NAME
+from driver.shadow import shadow_object
+from sriov_contract.binding import SourceRef
+from sriov_contract.identity import BindingIdentity
+from sriov_contract.keys import (
+    NETWORKS_ANNOTATION,
+    PROTECTION_FINALIZER,
+    PROTOCOL_VERSION,
+    REGISTRY_ANNOTATION,
+)
+from tests.bed.waiting import wait_for
+from tests.integration.managed.test_managed_bindings import (
+    NAD,
+    NADS,
+    _sriov_config,
+    claim_and_pod,
+    get_pod,
+    objs,
+    pod_networks,
+    put_nad,
+    set_finalizers,
+    shadows,
+    start_agent,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.netns]
+
+CLI = str(Path(sys.executable).parent / "sriov-dra")
+ADVERTISED = "advertised devices changed"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def metric(port: int, name: str, labels: dict[str, str]) -> float:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    want = name + "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
+    for line in text.splitlines():
+        if line.startswith(want + " "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def events(testbed, namespace: str, uid: str, reason: str) -> list[Any]:
+    got = client.CoreV1Api(testbed.api_client).list_namespaced_event(namespace)
+    return [e for e in got.items if e.involved_object.uid == uid and e.reason == reason]
+
+
+def prepared(agent, testbed, ns: str, classes, policies, **env: str) -> dict[str, Any]:
+    put_nad(testbed, ns, "rail-a-net", _sriov_config("ai-rail-a", "192.0.2.0/24"))
+    agent.env.update({"REPAIR_INTERVAL": "1", **env})
+    start_agent(agent, policies)
+    claim = claim_and_pod(testbed, ns, classes.name_only, "c")
+    out = agent.prepare(claim)
+    assert out.error == "", out.error
+    return claim
+
+
+def assert_whole(agent, testbed, ns: str, claim: dict[str, Any]) -> dict[str, Any]:
+    """One protected shadow, named with its UID in the Pod's registry and selection, Ready."""
+    (shadow,) = shadows(testbed, ns)
+    assert shadow["metadata"]["finalizers"] == [PROTECTION_FINALIZER]
+    assert not shadow["metadata"].get("deletionTimestamp")
+    nets, registry = pod_networks(testbed, ns, "pod-c")
+    assert [n["name"] for n in nets] == [shadow["metadata"]["name"]]
+    assert [e.uid for e in registry.entries] == [shadow["metadata"]["uid"]]
+    (device,) = agent.records()[claim["metadata"]["uid"]]["devices"]
+    assert device["managedBinding"]["phase"] == "Ready"
+    assert device["managedBinding"]["shadowUID"] == shadow["metadata"]["uid"]
+    return shadow
+
+
+def assert_released(agent, testbed, ns: str) -> None:
+    wait_for(lambda: shadows(testbed, ns) == [], 30, what="no shadow left")
+    assert agent.records() == {}
+    assert pod_networks(testbed, ns, "pod-c") == ([], None)
+    assert list(agent.dirs.cdi.iterdir()) == []
+
+
+def test_deleted_shadow_is_never_recreated_while_terminating_and_is_once_gone(
+    managed_agent,
+    testbed,
+    k8s_namespace,
+    policies,
+    classes,
+) -> None:
+    ns, port = k8s_namespace, free_port()
+    claim = prepared(managed_agent, testbed, ns, classes, policies, METRICS_PORT=str(port))
+    shadow = assert_whole(managed_agent, testbed, ns, claim)
+    name, old_uid = shadow["metadata"]["name"], shadow["metadata"]["uid"]
+    pod_uid = get_pod(testbed, ns, "pod-c")["metadata"]["uid"]
+
+    objs(testbed).delete_namespaced_custom_object(*NAD, ns, NADS, name)
+    reason = {"operation": "repair", "reason": "ShadowDeletionPending"}
+    # two passes saw it Terminating (the second after backoff): neither recreated nor released
+    wait_for(lambda: metric(port, "sriov_dra_failures_total", reason) >= 2, 30, what="two repair passes")
+    (held,) = shadows(testbed, ns)
+    assert held["metadata"]["uid"] == old_uid and held["metadata"]["deletionTimestamp"]
+    assert held["metadata"]["finalizers"] == [PROTECTION_FINALIZER]
+    assert (
+        managed_agent.records()[claim["metadata"]["uid"]]["devices"][0]["managedBinding"]["phase"] == "Ready"
+    )
+    # reported once on the Pod and once on the claim, not once per pass
+    assert len(events(testbed, ns, pod_uid, "ShadowDeletionPending")) == 1
+    assert len(events(testbed, ns, claim["metadata"]["uid"], "ShadowDeletionPending")) == 1
+
+    set_finalizers(testbed, ns, name, [])  # now it is truly gone: repair recreates it
+    again = wait_for(
+        lambda: next((s for s in shadows(testbed, ns) if s["metadata"]["uid"] != old_uid), None),
+        30,
+        what="the shadow recreated from the frozen bytes",
+    )
+    assert again["spec"] == shadow["spec"] and again["metadata"]["name"] == name
+    wait_for(
+        lambda: pod_networks(testbed, ns, "pod-c")[1].entries[0].uid == again["metadata"]["uid"],
+        30,
+        what="the Pod registry naming the new shadow UID",
+    )
+    assert_whole(managed_agent, testbed, ns, claim)
+    assert metric(port, "sriov_dra_bindings", {"phase": "Ready"}) == 1
+    assert managed_agent.unprepare(claim) == ""
+    assert_released(managed_agent, testbed, ns)
+
+
+def test_stripped_registry_and_selection_are_restored(
+    managed_agent,
+    testbed,
+    k8s_namespace,
+    policies,
+    classes,
+) -> None:
+    ns = k8s_namespace
+    claim = prepared(managed_agent, testbed, ns, classes, policies)
+    before = pod_networks(testbed, ns, "pod-c")
+    client.CoreV1Api(testbed.api_client).patch_namespaced_pod(
+        "pod-c", ns, {"metadata": {"annotations": {REGISTRY_ANNOTATION: None, NETWORKS_ANNOTATION: None}}}
+    )
+    assert pod_networks(testbed, ns, "pod-c") == ([], None)
+    wait_for(lambda: pod_networks(testbed, ns, "pod-c") == before, 30, what="the registry restored")
+    assert_whole(managed_agent, testbed, ns, claim)
+    assert managed_agent.unprepare(claim) == ""
+    assert_released(managed_agent, testbed, ns)
+
+
+def restart(agent) -> None:
+    """Start the agent and wait for its first policy pass (until then no VF is eligible)."""
+    seen = agent.output().count(ADVERTISED)
+    agent.start_and_register()
+    wait_for(lambda: agent.output().count(ADVERTISED) > seen, 30, what="the agent's first policy pass")
+
+
+def crash_and_restart(agent, step: str, call) -> None:
+    agent.stop()
+    agent.env[CRASH_ENV] = step
+    restart(agent)
+    try:
+        call()
+    except Exception as exc:  # the process died mid-call: kubelet sees a transport error
+        assert (
+            "UNAVAILABLE" in str(exc) or "unavailable" in str(exc).lower() or "Socket closed" in str(exc)
+        ), exc
+    assert agent.proc.wait(30) == CRASH_EXIT, agent.output()[-3000:]
+    agent.proc = None
+    # a killed process leaves its registration socket behind; the fake kubelet must not dial it
+    for stale in agent.dirs.registry.glob("*.sock"):
+        stale.unlink()
+    del agent.env[CRASH_ENV]
+    restart(agent)
+
+
+@pytest.mark.parametrize("step", PREPARE_STEPS)
+def test_killed_at_each_prepare_step_converges(
+    step,
+    managed_agent,
+    testbed,
+    k8s_namespace,
+    policies,
+    classes,
+) -> None:
+    ns = k8s_namespace
+    put_nad(testbed, ns, "rail-a-net", _sriov_config("ai-rail-a", "192.0.2.0/24"))
+    managed_agent.env[CRASH_ENV] = step
+    start_agent(managed_agent, policies)
+    claim = claim_and_pod(testbed, ns, classes.name_only, "c")
+    crash_and_restart(managed_agent, step, lambda: managed_agent.prepare(claim))
+    out = managed_agent.prepare(claim)  # kubelet retries
+    assert out.error == "", out.error
+    assert_whole(managed_agent, testbed, ns, claim)
+    assert managed_agent.unprepare(claim) == ""
+    assert_released(managed_agent, testbed, ns)
+
+
+@pytest.mark.parametrize("step", UNPREPARE_STEPS)
+def test_killed_at_each_unprepare_step_converges(
+    step,
+    managed_agent,
+    testbed,
+    k8s_namespace,
+    policies,
+    classes,
+) -> None:
+    ns = k8s_namespace
+    claim = prepared(managed_agent, testbed, ns, classes, policies)
+    crash_and_restart(managed_agent, step, lambda: managed_agent.unprepare(claim))
+    # the release was authorized before the crash: the start-up repair finishes it on its own
+    wait_for(lambda: managed_agent.records() == {}, 30, what="the repair worker to finish the release")
+    assert_released(managed_agent, testbed, ns)
+    assert managed_agent.unprepare(claim) == ""  # kubelet's retry finds nothing left to do
+
+
+def test_orphan_scan_reports_a_protected_shadow_without_checkpoint_and_leaves_it(
+    managed_agent,
+    testbed,
+    k8s_namespace,
+    second_namespace,
+    policies,
+    classes,
+) -> None:
+    ns = k8s_namespace
+    claim = prepared(managed_agent, testbed, ns, classes, policies)
+    # a protected shadow of this node in a namespace no checkpoint record mentions (a lost checkpoint)
+    record = BindingRecord(
+        phase="Ready",
+        identity=BindingIdentity(
+            PROTOCOL_VERSION,
+            testbed.node_uid,
+            str(uuid.uuid4()),
+            str(uuid.uuid4()),
+            DRIVER_NAME,
+            testbed.node_name,
+            "0000-99-00-1",
+        ),
+        node_name=testbed.node_name,
+        pod_namespace=second_namespace,
+        pod_name="gone",
+        plan_index=0,
+        interface="dra0",
+        pci_address="0000:99:00.1",
+        source=SourceRef(second_namespace, "rail-x", str(uuid.uuid4()), "1"),
+        config=_sriov_config("rail-x", "198.51.100.0/24"),
+    )
+    body = shadow_object(record)
+    del body["metadata"]["ownerReferences"]  # no owner: GC must not be the one to act here
+    body["metadata"]["finalizers"].append("example.com/keep")
+    made = objs(testbed).create_namespaced_custom_object(*NAD, second_namespace, NADS, body)
+    base = [CLI, "orphans", "--node", testbed.node_name, "--kubeconfig", str(testbed.kubeconfig)]
+    base += ["--checkpoint", str(managed_agent.checkpoint)]
+
+    out = subprocess.run([*base, "-o", "json"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["orphans"] == [record.attachment_id]
+    by_name = {s["name"]: s for s in doc["shadows"]}
+    assert by_name[record.shadow_name]["status"] == "Orphan" and by_name[record.shadow_name]["protected"]
+    assert {s["status"] for n, s in by_name.items() if n != record.shadow_name} == {"Ready"}
+    assert doc["foreignFinalizers"] == [
+        {"namespace": second_namespace, "name": record.shadow_name, "finalizers": ["example.com/keep"]}
+    ]
+    text = subprocess.run(base, capture_output=True, text=True, timeout=60).stdout
+    assert "1 orphan(s) of 2 shadow(s); dry run, nothing changed" in text
+
+    # neither the dry run nor the running driver's repair passes touched it
+    wait_for(lambda: managed_agent.records()[claim["metadata"]["uid"]], 5, what="the agent running")
+    now = objs(testbed).get_namespaced_custom_object(*NAD, second_namespace, NADS, record.shadow_name)
+    assert now["metadata"]["resourceVersion"] == made["metadata"]["resourceVersion"]
+
+    wrong = subprocess.run(
+        [*base, "--finalize", record.attachment_id[:-1] + "0"], capture_output=True, text=True
+    )
+    assert wrong.returncode == 2 and "NotAnOrphan" in wrong.stderr
+    done = subprocess.run(
+        [*base, "--finalize", record.attachment_id], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "foreign finalizers kept: example.com/keep" in done.stdout
+    left = objs(testbed).get_namespaced_custom_object(*NAD, second_namespace, NADS, record.shadow_name)
+    assert left["metadata"]["finalizers"] == ["example.com/keep"] and left["metadata"]["deletionTimestamp"]
+    set_finalizers(testbed, second_namespace, record.shadow_name, [])
+    assert managed_agent.unprepare(claim) == ""
+    assert_released(managed_agent, testbed, ns)
