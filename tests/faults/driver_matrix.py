@@ -1,0 +1,287 @@
+"""The driver fault matrix: every side-effect boundary of prepare, repair and unprepare crossed
+with every fault that can happen there, each cell judged on the end state after recovery.
+
+A cell is one workload (claim + Pod, allocated by the real scheduler): the fault is armed, the
+kubelet call that crosses the boundary is made, the fault is disarmed and recovery runs the way
+production recovers (kubelet retries the same call; after a kill the driver restarts, its repair
+worker runs first, then kubelet retries). The cell passes only when the fault really fired and the
+state then matches the expected one: after prepare exactly one protected shadow whose UID the
+checkpoint records as Ready and the Pod selects; after unprepare no record, no shadow, no managed
+selection or registry on the Pod, every VF on its original driver and no CDI spec.
+
+API faults are injected on the wire by the fault proxy in front of the real apiserver. Local
+boundaries (checkpoint writes, host/CDI cleanup) are killed at the driver's named crash points;
+API boundaries are killed with SIGKILL while the proxy holds their request.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from driver.crashpoints import CRASH_ENV
+from sriov_contract.keys import PROTECTION_FINALIZER
+from tests.bed import faultproxy
+from tests.bed.waiting import wait_for
+from tests.integration.managed.test_managed_bindings import (
+    NADS,
+    claim_and_pod,
+    pod_networks,
+    release_workloads,
+    shadows,
+)
+
+PREPARE = "prepare"
+UNPREPARE = "unprepare"
+KILL = "kill+restart"
+LOST = "lost response"
+COLUMNS = ("Forbidden", "NotFound", "timeout", "409", "422", LOST, KILL)
+# How long the proxy holds a "timeout" request before dropping it unanswered: the driver's
+# client sets no request timeout of its own, so the drop is what it observes.
+TIMEOUT_HOLD_S = 3.0
+# Long enough to SIGKILL the driver while its request is held.
+KILL_HOLD_S = 30.0
+# urllib3 silently retries GET and DELETE after a dropped connection (three retries), so a
+# connection-level fault on those verbs must fire four times before the driver sees it.
+IDEMPOTENT_ATTEMPTS = 4
+
+
+def _fault(column: str) -> faultproxy.Fault:
+    return {
+        "Forbidden": faultproxy.forbidden(),
+        "NotFound": faultproxy.not_found(),
+        "timeout": faultproxy.timeout(TIMEOUT_HOLD_S),
+        "409": faultproxy.conflict(),
+        "422": faultproxy.invalid(),
+        LOST: faultproxy.response_lost(),
+    }[column]
+
+
+@dataclass(frozen=True)
+class Boundary:
+    name: str
+    stage: str
+    """The kubelet call that crosses it: PREPARE or UNPREPARE."""
+    request: dict[str, Any] = field(default_factory=dict)
+    """The proxy filter of its API request; empty for a local (file/host) boundary."""
+    crash_point: str = ""
+    """The driver's named crash point for a local boundary's kill cell."""
+    not_applicable: frozenset[str] = frozenset()
+
+    def applies(self, column: str) -> bool:
+        if column in self.not_applicable:
+            return False
+        return column == KILL or bool(self.request)
+
+
+_READ_ONLY = frozenset({"409", "422"})  # a GET answers neither
+
+BOUNDARIES = (
+    Boundary("checkpoint write (Pending)", PREPARE, crash_point="prepare-pending"),
+    Boundary(
+        "source NAD read",
+        PREPARE,
+        {"verb": "get", "resource": NADS, "name": "rail-a-net"},
+        not_applicable=_READ_ONLY,
+    ),
+    Boundary("shadow Create", PREPARE, {"verb": "create", "resource": NADS}),
+    Boundary("UID persist", PREPARE, crash_point="prepare-shadow"),
+    Boundary("Pod patch (selections)", PREPARE, {"verb": "patch", "resource": "pods"}),
+    Boundary("Ready write", PREPARE, crash_point="prepare-pod"),
+    Boundary("checkpoint write (Deleting)", UNPREPARE, crash_point="unprepare-deleting"),
+    # A DELETE is never answered 422: its only body is DeleteOptions with a UID precondition.
+    Boundary(
+        "shadow Delete", UNPREPARE, {"verb": "delete", "resource": NADS}, not_applicable=frozenset({"422"})
+    ),
+    Boundary("selection removal", UNPREPARE, {"verb": "patch", "resource": "pods"}),
+    Boundary("host/CDI cleanup", UNPREPARE, crash_point="unprepare-withdrawn"),
+    Boundary("ReleaseComplete write", UNPREPARE, crash_point="unprepare-hardware"),
+    Boundary("finalizer patch", UNPREPARE, {"verb": "patch", "resource": NADS}),
+    Boundary("checkpoint delete", UNPREPARE, crash_point="unprepare-finalized"),
+)
+ROWS = tuple(b.name for b in BOUNDARIES)
+
+# What plain `make test` runs: one cell of each kind of fault and recovery.
+FAST = frozenset(
+    {
+        ("shadow Create", LOST),
+        ("Pod patch (selections)", "Forbidden"),
+        ("finalizer patch", "422"),
+        ("checkpoint write (Pending)", KILL),
+        ("ReleaseComplete write", KILL),
+    }
+)
+
+
+class CellFailed(AssertionError):
+    pass
+
+
+class DriverMatrix:
+    """Runs cells against one managed driver behind one fault proxy, restarting it only for kills."""
+
+    def __init__(
+        self, testbed: Any, agent: Any, proxy: faultproxy.FaultProxy, namespace: str, cls: str
+    ) -> None:
+        self.testbed = testbed
+        self.agent = agent
+        self.proxy = proxy
+        self.ns = namespace
+        self.cls = cls
+        self.drivers = self._vf_drivers()
+        self._count = 0
+
+    # -- one cell ------------------------------------------------------------------------------
+
+    def run(self, boundary: Boundary, column: str) -> str:
+        """Run one cell; returns "" on PASS, else what went wrong."""
+        self._count += 1
+        claim = claim_and_pod(self.testbed, self.ns, self.cls, f"c{self._count}")
+        try:
+            if boundary.stage == UNPREPARE:
+                self._expect_ok(self._prepare, claim, "the prepare before the unprepare fault")
+                self._check_prepared(claim)
+            call = self._prepare if boundary.stage == PREPARE else self._unprepare
+            if column == KILL:
+                self._kill_at(boundary, call, claim)
+            else:
+                self._fault_at(boundary, column, call, claim)
+            if boundary.stage == PREPARE:
+                self._retry_until_ok(self._prepare, claim)
+                self._check_prepared(claim)
+            self._retry_until_ok(self._unprepare, claim)
+            self._check_released(claim)
+            return ""
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"[:400]
+        finally:
+            self.proxy.clear()
+            self.agent.env.pop(CRASH_ENV, None)
+            if self.agent.proc is None or self.agent.proc.poll() is not None:
+                self._start()
+            release_workloads(self.testbed, self.ns)
+
+    def _fault_at(self, boundary: Boundary, column: str, call: Callable[[Any], str], claim: Any) -> None:
+        connection_level = column in ("timeout", LOST)
+        idempotent = boundary.request["verb"] in ("get", "delete")
+        times = IDEMPOTENT_ATTEMPTS if connection_level and idempotent else 1
+        rule = self.proxy.add_rule(_fault(column), namespace=self.ns, times=times, **boundary.request)
+        first = call(claim)
+        if not rule.fired:
+            raise CellFailed(f"the fault never fired (the call answered {first!r})")
+        self.proxy.remove_rule(rule)
+        # A prepare refused at the source read is refused before any VF is touched.
+        touched = claim["metadata"]["uid"] in self.agent.records() or shadows(self.testbed, self.ns)
+        if boundary.name == "source NAD read" and first and touched:
+            raise CellFailed(f"a refused prepare ({first}) left a record or a shadow behind")
+
+    def _kill_at(self, boundary: Boundary, call: Callable[[Any], str], claim: Any) -> None:
+        if boundary.crash_point:
+            self.agent.stop()
+            self.agent.env[CRASH_ENV] = boundary.crash_point
+            self._start()
+            answer = call(claim)
+            if self.agent.proc.wait(10) != 137:
+                raise CellFailed(f"the driver did not die at {boundary.crash_point} (answered {answer!r})")
+            self.agent.env.pop(CRASH_ENV)
+        else:
+            rule = self.proxy.add_rule(
+                faultproxy.timeout(KILL_HOLD_S), namespace=self.ns, times=1, **boundary.request
+            )
+            caller = threading.Thread(target=call, args=(claim,), daemon=True)
+            caller.start()
+            wait_for(lambda: rule.fired, 30, what=f"the {boundary.name} request to be held")
+            self.agent.proc.kill()
+            self.agent.proc.wait()
+            caller.join(30)
+            self.proxy.remove_rule(rule)
+        self.agent.proc = None
+        self._start()
+
+    def _start(self) -> None:
+        """Start the driver and register it with a fresh fake kubelet.
+
+        A killed driver leaves its sockets behind; they are removed first so that registration
+        dials the new process, never the dead one's file.
+        """
+        for sock in [*self.agent.dirs.registry.glob("*.sock"), *self.agent.dirs.plugins.rglob("*.sock")]:
+            sock.unlink()
+        self.agent.start()
+        self.agent.kubelet = self.agent.factory(self.agent.dirs.registry, timeout=30)
+        self.agent.kubelet.register()
+
+    # -- kubelet calls -------------------------------------------------------------------------
+
+    def _prepare(self, claim: Any) -> str:
+        try:
+            return str(self.agent.prepare(claim).error)
+        except Exception as exc:  # the gRPC call itself failed: the driver died or timed out
+            return f"rpc: {type(exc).__name__}"
+
+    def _unprepare(self, claim: Any) -> str:
+        try:
+            return str(self.agent.unprepare(claim))
+        except Exception as exc:
+            return f"rpc: {type(exc).__name__}"
+
+    def _expect_ok(self, call: Callable[[Any], str], claim: Any, what: str) -> None:
+        answer = call(claim)
+        if answer:
+            raise CellFailed(f"{what} failed: {answer}")
+
+    def _retry_until_ok(self, call: Callable[[Any], str], claim: Any) -> None:
+        """kubelet's retry: the same call until it succeeds, a bounded number of times."""
+        answers = []
+        for _ in range(5):
+            answers.append(call(claim))
+            if not answers[-1]:
+                return
+        raise CellFailed(f"kubelet's retries kept failing: {answers}")
+
+    # -- expected states -----------------------------------------------------------------------
+
+    def _check_prepared(self, claim: Any) -> None:
+        uid = claim["metadata"]["uid"]
+        pod = f"pod-{claim['metadata']['name']}"
+        record = self.agent.records().get(uid)
+        if record is None:
+            raise CellFailed("no checkpoint record after a successful prepare")
+        bindings = [d["managedBinding"] for d in record["devices"]]
+        found = shadows(self.testbed, self.ns)
+        if len(found) != 1:
+            raise CellFailed(f"{len(found)} shadows after prepare, expected exactly one")
+        (shadow,) = found
+        md = shadow["metadata"]
+        if [(b["phase"], b["shadowUID"]) for b in bindings] != [("Ready", md["uid"])]:
+            raise CellFailed(
+                f"checkpoint {[(b['phase'], b['shadowUID']) for b in bindings]} != Ready {md['uid']}"
+            )
+        if md.get("finalizers") != [PROTECTION_FINALIZER] or md.get("deletionTimestamp"):
+            raise CellFailed(
+                f"shadow not protected and live: {md.get('finalizers')} {md.get('deletionTimestamp')}"
+            )
+        nets, registry = pod_networks(self.testbed, self.ns, pod)
+        if nets != [{"name": md["name"], "namespace": self.ns, "interface": "dra0"}]:
+            raise CellFailed(f"Pod selections {nets}")
+        if registry is None or [(e.uid, e.claim_uid) for e in registry.entries] != [(md["uid"], uid)]:
+            raise CellFailed(f"Pod registry {registry}")
+
+    def _check_released(self, claim: Any) -> None:
+        uid = claim["metadata"]["uid"]
+        pod = f"pod-{claim['metadata']['name']}"
+        if uid in self.agent.records():
+            raise CellFailed(f"claim still checkpointed after unprepare: {self.agent.records()[uid]}")
+        wait_for(lambda: shadows(self.testbed, self.ns) == [], 20, what="every shadow to be gone")
+        if pod_networks(self.testbed, self.ns, pod) != ([], None):
+            raise CellFailed(f"Pod keeps managed selections: {pod_networks(self.testbed, self.ns, pod)}")
+        if self._vf_drivers() != self.drivers:
+            raise CellFailed("a VF is not back on its original driver")
+        left = [p.name for p in self.agent.dirs.cdi.iterdir() if uid in p.name]
+        if left:
+            raise CellFailed(f"CDI specs left: {left}")
+
+    def _vf_drivers(self) -> dict[str, str | None]:
+        node = self.agent.fake_node
+        return {vf.pci: node.driver_of(vf.pci) for vf in node.vfs}

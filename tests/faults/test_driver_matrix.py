@@ -1,0 +1,51 @@
+"""The driver fault matrix (spec 17.2) as one test over one driver and one proxy: plain
+``make test`` runs the fast subset, ``make faults`` every cell. The table is printed in the
+terminal summary; any FAIL cell fails the test."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.faults.driver_matrix import BOUNDARIES, COLUMNS, FAST, ROWS, DriverMatrix
+from tests.integration.managed.test_managed_bindings import (  # fixtures, used by name
+    IDENTITY,
+    _release_test_namespace,
+    classes,
+    managed_agent,
+    policies,
+    put_nad,
+    shipped_rbac_identity,
+    start_agent,
+)
+from tests.integration.managed.test_managed_bindings import _sriov_config as sriov_config
+from tests.support.faultmatrix import FAIL, NA, PASS
+
+pytestmark = [pytest.mark.integration, pytest.mark.netns, pytest.mark.faults]
+
+__all__ = ["_release_test_namespace", "classes", "managed_agent", "policies", "shipped_rbac_identity"]
+
+TITLE = "driver: boundary x fault (prepare, repair, unprepare)"
+
+
+def test_driver_fault_matrix(
+    managed_agent, testbed, k8s_namespace, policies, classes, fault_proxy, fault_matrix
+) -> None:
+    proxy = fault_proxy(identity=IDENTITY)
+    put_nad(testbed, k8s_namespace, "rail-a-net", sriov_config("ai-rail-a", "192.0.2.0/24"))
+    managed_agent.env["KUBECONFIG"] = str(proxy.kubeconfig)
+    start_agent(managed_agent, policies)
+    matrix = DriverMatrix(testbed, managed_agent, proxy, k8s_namespace, classes.name_only)
+    fault_matrix.table(TITLE, ROWS, COLUMNS)
+    failed = []
+    for boundary in BOUNDARIES:
+        for column in COLUMNS:
+            if not boundary.applies(column):
+                fault_matrix.record(TITLE, boundary.name, column, NA)
+                continue
+            if not fault_matrix.full and (boundary.name, column) not in FAST:
+                continue
+            problem = matrix.run(boundary, column)
+            fault_matrix.record(TITLE, boundary.name, column, FAIL if problem else PASS, problem)
+            if problem:
+                failed.append(f"{boundary.name} x {column}: {problem}")
+    assert not failed, "\n".join(failed)
