@@ -76,20 +76,23 @@ class PhaseClock:
     def timed(self, fn: Callable[..., Any], phase: str) -> Callable[..., Any]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             spent: dict[str, float] | None = getattr(self._local, "spent", None)
-            if spent is None:
+            # A timed call inside another (a read inside an event, say) belongs to the outer phase.
+            if spent is None or self._local.depth:
                 return fn(*args, **kwargs)
+            self._local.depth = 1
             start = time.perf_counter()
             try:
                 return fn(*args, **kwargs)
             finally:
                 spent[phase] = spent.get(phase, 0.0) + time.perf_counter() - start
+                self._local.depth = 0
 
         return wrapper
 
     def scope(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             spent: dict[str, float] = {}
-            self._local.spent = spent
+            self._local.spent, self._local.depth = spent, 0
             start = time.perf_counter()
             try:
                 return fn(*args, **kwargs)

@@ -1,0 +1,173 @@
+"""`make bench`: every benchmark in one run on one test bed, a table on stdout and a JSON record.
+
+    python -m bench                      # the full run (about 15 minutes on 2 cores)
+    python -m bench --quick              # small sizes, a couple of minutes
+    python -m bench --only cni,prepare   # a selection (cni, prepare, scale, leak)
+
+Results go to bench/results/<date>-<gitsha>.json with the machine's facts and every figure;
+the targets of issue #13 are checked at the end (MISS lines name what to profile).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from bench import daemon_leak, prepare, scale, thick_compare
+from bench.common import test_bed
+from tests.bed.bed import TestBed
+from tests.bed.tools import ToolSet
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "bench" / "results"
+BENCHES = ("cni", "prepare", "scale", "leak")
+
+
+def _run(*cmd: str) -> str:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=REPO).stdout.strip()
+    except OSError:
+        return ""
+
+
+def machine_facts(tools: ToolSet) -> dict[str, Any]:
+    versions = {}
+    for line in (REPO / "scripts" / "versions.env").read_text().splitlines():
+        key, sep, value = line.partition("=")
+        if sep and not key.startswith("#"):
+            versions[key.strip()] = value.strip()
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    return {
+        "cores": os.cpu_count(),
+        "cpu": cpu,
+        "memory_mib": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "go": _run("go", "version"),
+        "components": versions,
+        "tool_dirs": {k: str(v) for k, v in tools.directories.items()},
+        "auto_sriov": metadata.version("auto-sriov"),
+        "git": _run("git", "rev-parse", "HEAD"),
+        "git_dirty": bool(_run("git", "status", "--porcelain", "--untracked-files=no")),
+    }
+
+
+def targets(results: Mapping[str, Any]) -> list[tuple[str, bool, str]]:
+    """(target, met, the figure) for each issue #13 target this run measured."""
+    out = []
+    cni = results.get("cni")
+    if cni:
+        for label in (thick_compare.OURS_LIVE, thick_compare.OURS_CACHED):
+            s = cni["latency_ms"][label]
+            out.append(
+                (
+                    f"{label}: ADD+DEL median <= Multus thick",
+                    s["ratio_median"] <= 1.0,
+                    f"x{s['ratio_median']:.2f}",
+                )
+            )
+        start = cni["startup_ms"]["cni-shim"]["median"]
+        out.append(("cni-shim start-up <= 25 ms", start <= 25.0, f"{start:.1f} ms"))
+    prep = results.get("prepare")
+    if prep and "8" in prep["by_vfs"]:
+        trip = prep["by_vfs"]["8"]["prepare"]["round trip"]["median"]
+        out.append(("8-VF prepare <= 0.3 s", trip <= 300.0, f"{trip / 1000:.3f} s"))
+    sc = results.get("scale")
+    if sc:
+        seconds = sc["orphan_scan"]["seconds"]
+        out.append((f"orphan scan of {sc['shadows']} shadows <= 2 s", seconds <= 2.0, f"{seconds:.2f} s"))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run, not a result")
+    parser.add_argument(
+        "--only", default=",".join(BENCHES), help=f"comma-separated subset of {', '.join(BENCHES)}"
+    )
+    parser.add_argument("--cycles", type=int, help="CNI ADD+DEL cycles per setup (default 200, quick 20)")
+    parser.add_argument("--prepare-repeats", type=int, help="prepares per claim size (default 10, quick 2)")
+    parser.add_argument("--pods", type=int, help="scale: Pods of 8 VFs each (default 1000, quick 100)")
+    parser.add_argument("--leak-cycles", type=int, help="daemon ADD/DEL cycles (default 10000, quick 1000)")
+    parser.add_argument("--no-save", action="store_true", help="print only; write no results file")
+    opts = parser.parse_args(argv)
+    chosen = [b for b in opts.only.split(",") if b]
+    unknown = set(chosen) - set(BENCHES)
+    if unknown:
+        parser.error(f"unknown benchmark(s) {sorted(unknown)}; choose from {', '.join(BENCHES)}")
+
+    def pick(value: int | None, full: int, quick: int) -> int:
+        return value if value is not None else quick if opts.quick else full
+
+    tools = ToolSet()
+    runs: dict[str, Callable[[TestBed, Path], Any]] = {
+        "cni": lambda bed, work: thick_compare.measure(bed, tools, work, pick(opts.cycles, 200, 20), 5),
+        "prepare": lambda bed, work: prepare.measure(
+            bed, work, (1, 8, 32), pick(opts.prepare_repeats, 10, 2)
+        ),
+        "scale": lambda bed, work: scale.measure(bed, pick(opts.pods, 1000, 100), 8, work),
+        "leak": lambda bed, work: daemon_leak.measure(
+            bed, tools, work, pick(opts.leak_cycles, 10000, 1000), "static"
+        ),
+    }
+    reports: dict[str, Callable[[Any], None]] = {
+        "cni": thick_compare.report,
+        "prepare": prepare.report,
+        "scale": scale.report,
+        "leak": daemon_leak.report,
+    }
+    results: dict[str, Any] = {}
+    seconds: dict[str, float] = {}
+    # /var/tmp, not tmpfs: checkpoint writes are fsync'd as on a node's disk.
+    with tempfile.TemporaryDirectory(prefix="bench-", dir="/var/tmp") as scratch, test_bed(tools) as bed:
+        for name in chosen:
+            print(f"== {name} ==", flush=True)
+            work = Path(scratch) / name
+            work.mkdir()
+            start = time.monotonic()
+            results[name] = runs[name](bed, work)
+            seconds[name] = time.monotonic() - start
+            reports[name](results[name])
+            print(f"({name}: {seconds[name]:.0f} s)", flush=True)
+    checked = targets(results)
+    print("== targets (issue #13) ==")
+    for what, met, figure in checked:
+        print(f"  {'met ' if met else 'MISS'}  {what}: {figure}")
+    if not opts.no_save:
+        facts = machine_facts(tools)
+        now = datetime.datetime.now(datetime.UTC)
+        record = {
+            "date": now.isoformat(timespec="seconds"),
+            "quick": opts.quick,
+            "machine": facts,
+            "seconds": seconds,
+            "results": results,
+            "targets": [{"target": t, "met": m, "figure": f} for t, m, f in checked],
+        }
+        RESULTS.mkdir(exist_ok=True)
+        path = RESULTS / f"{now:%Y-%m-%d}-{facts['git'][:10]}{'-quick' if opts.quick else ''}.json"
+        path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+        print(f"results: {path.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
