@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol
 
+from driver.apierrors import ApiError
 from driver.checkpoint import ClaimRecord
 from driver.events import NULL_OBSERVER, PhaseObserver
 from driver.kubeletplugin.api import ClaimRef
@@ -133,7 +134,8 @@ class RepairWorker:
             ref = ClaimRef(record.namespace, record.name, record.claim_uid)
             self._observer.failed("repair", ref, record, exc)
         elif self._metrics is not None:
-            self._metrics.failure("repair", exc.reason)
+            # Reported already (event, log); the metric still counts every failed attempt.
+            self._metrics.failure("repair", exc.reason, exc.status if isinstance(exc, ApiError) else None)
 
     def run(self, stop: threading.Event) -> None:
         """Periodic and triggered passes until `stop`; the first pass is the caller's run_once."""
