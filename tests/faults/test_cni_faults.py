@@ -15,6 +15,7 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,7 +52,7 @@ def _allocated(ipam: Path, network: str) -> dict[str, str]:
     }
 
 
-def _rail(tmp_path: Path) -> dict:
+def _rail(tmp_path: Path) -> dict[str, Any]:
     """A second network whose IPAM range holds exactly one address."""
     return {
         "cniVersion": "1.0.0",
