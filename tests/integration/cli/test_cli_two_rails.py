@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from tests.bed import e2e
-from tests.e2e.test_gpu_nic_pairs import stacks, thick_stack  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
 
@@ -28,7 +27,7 @@ def sriov_dra(stack: e2e.Stack, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_inspect_and_orphans_on_the_two_rail_fixture(thick_stack) -> None:  # noqa: F811
+def test_inspect_and_orphans_on_the_two_rail_fixture(thick_stack) -> None:
     stack = thick_stack
     pairs = e2e.pairs_workload(stack.fake_node, stack.whereabouts_ipam())
     with e2e.applied(stack, pairs) as sources:

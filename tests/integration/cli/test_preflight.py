@@ -13,8 +13,7 @@ import pytest
 import yaml
 
 from driver.cli_preflight import DRIVER_RIGHTS
-from tests.integration.driver.test_node_agent import driver_crds  # noqa: F401 - fixture
-from tests.integration.managed.test_managed_bindings import IDENTITY, shipped_rbac_identity  # noqa: F401
+from tests.integration.managed.test_managed_bindings import IDENTITY
 from tests.support.deploy import DEPLOY_DIR
 
 pytestmark = pytest.mark.integration
@@ -67,7 +66,7 @@ def test_preflight_passes_for_the_deployed_config_and_the_shipped_rbac(
     testbed,
     driver_crds,
     shipped_rbac_identity,
-    node_files,  # noqa: F811
+    node_files,
 ) -> None:
     out = preflight(node_files, testbed.kubeconfig_for(IDENTITY), "--plugin", "host-local", "-o", "json")
     assert out.returncode == 0, out.stdout + out.stderr
@@ -81,7 +80,7 @@ def test_preflight_passes_for_the_deployed_config_and_the_shipped_rbac(
     assert shim["detail"].startswith("cni-shim:") and "1.1.0" in shim["detail"]
 
 
-def test_preflight_fails_with_one_line_per_problem(testbed, driver_crds, node_files) -> None:  # noqa: F811
+def test_preflight_fails_with_one_line_per_problem(testbed, driver_crds, node_files) -> None:
     nobody = testbed.issue_identity("preflight-nobody", "preflight-nobody")
     config = json.loads(node_files["config"].read_text())
     node_files["config"].write_text(json.dumps({**config, "liveNetworkConfigOnAdd": False}))
