@@ -233,9 +233,9 @@ def remove_protection(
             nads.patch_nad(record.pod_namespace, record.shadow_name, ops)
             return
         except ApiError as exc:
-            if exc.status == 404:
-                return
-            if not exc.retryable:
+            # A NotFound answer is confirmed by the next read: the record is forgotten right after
+            # this, so a finalizer trusted gone but still there would never be removed.
+            if exc.status != 404 and not exc.retryable:
                 raise
         sleep(min(0.05 * 2**attempt, 1.0))
     raise ShadowError(

@@ -109,6 +109,7 @@ FAST = frozenset(
         ("shadow Create", LOST),
         ("Pod patch (selections)", "Forbidden"),
         ("finalizer patch", "422"),
+        ("finalizer patch", "NotFound"),
         ("checkpoint write (Pending)", KILL),
         ("ReleaseComplete write", KILL),
     }
