@@ -71,12 +71,24 @@ class FakeKubelet:
         self.version = ""
         self._dra: grpc.Channel | None = None
 
-    def register(self) -> PluginInfo:
-        """GetInfo (1 s deadline, as kubelet), choose the first known version, notify success."""
+    def register(self, within: float = 10.0) -> PluginInfo:
+        """GetInfo (1 s deadline, as kubelet), choose the first known version, notify success.
+
+        A socket file left by a killed driver refuses connections until the new process binds
+        it; kubelet would wait for that re-creation event, so an unavailable plugin is retried
+        until `within` seconds have passed.
+        """
         pb = _reg_pb()
-        raw = _unary(self._reg, "/pluginregistration.Registration/GetInfo", pb.PluginInfo)(
-            pb.InfoRequest(), timeout=1.0
-        )
+        get_info = _unary(self._reg, "/pluginregistration.Registration/GetInfo", pb.PluginInfo)
+        deadline = time.monotonic() + within
+        while True:
+            try:
+                raw = get_info(pb.InfoRequest(), timeout=1.0)
+                break
+            except grpc.RpcError as exc:
+                if exc.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.05)
         info = PluginInfo(raw.type, raw.name, raw.endpoint, list(raw.supported_versions))
         chosen = next((KNOWN_VERSIONS[v] for v in info.supported_versions if v in KNOWN_VERSIONS), "")
         ok = info.type == "DRAPlugin" and bool(chosen)
