@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from driver.bindingrecord import phases_of
 from driver.checkpoint import ClaimRecord
 from driver.cli_common import (
     api_client,
@@ -244,10 +243,25 @@ def inspect_pod(target: str, kubeconfig: str | None, checkpoint: Path, output: s
     "--namespace", envvar="NAMESPACE", default="dra-driver-sriov", show_default=True, help="policies"
 )
 @click.option("--sysfs-root", envvar="SYSFS_ROOT", type=click.Path(path_type=Path), default=Path("/sys"))
+@click.option(
+    "--multus-auto-attach/--no-multus-auto-attach",
+    "managed",
+    envvar="MULTUS_AUTO_ATTACH",
+    default=True,
+    show_default=True,
+    help="evaluate policies as the agent does in this mode",
+)
 @output_option
 @reasoned
 def inspect_node(
-    *, kubeconfig: str | None, node: str, checkpoint: Path, namespace: str, sysfs_root: Path, output: str
+    *,
+    kubeconfig: str | None,
+    node: str,
+    checkpoint: Path,
+    namespace: str,
+    sysfs_root: Path,
+    managed: bool,
+    output: str,
 ) -> None:
     """Bindings by phase, orphaned shadows, and devices the policies withhold and why."""
     from driver.discovery import discover  # noqa: PLC0415
@@ -280,7 +294,7 @@ def inspect_node(
         node_name=node,
         node_labels=labels,
         inventory=discover(sysfs_root),
-        managed=any(phases_of(r) - {""} for r in records),
+        managed=managed,
     ).blocked
     by_phase = dict(sorted(Counter(b["phase"] for b in bindings).items()))
     if output == "json":
