@@ -145,7 +145,7 @@ def test_deleted_shadow_is_never_recreated_while_terminating_and_is_once_gone(
     assert_released(managed_agent, testbed, ns)
 
 
-def test_stripped_registry_and_selection_are_restored(
+def test_stripped_registry_selection_and_finalizer_are_restored(
     managed_agent,
     testbed,
     k8s_namespace,
@@ -161,6 +161,19 @@ def test_stripped_registry_and_selection_are_restored(
     assert pod_networks(testbed, ns, "pod-c") == ([], None)
     wait_for(lambda: pod_networks(testbed, ns, "pod-c") == before, 30, what="the registry restored")
     assert_whole(managed_agent, testbed, ns, claim)
+
+    # someone strips the protection finalizer from the live shadow: it is put back on the same object
+    (shadow,) = shadows(testbed, ns)
+    set_finalizers(testbed, ns, shadow["metadata"]["name"], ["example.com/keep"])
+    wait_for(
+        lambda: PROTECTION_FINALIZER in shadows(testbed, ns)[0]["metadata"].get("finalizers", []),
+        30,
+        what="the protection finalizer restored",
+    )
+    (again,) = shadows(testbed, ns)
+    assert again["metadata"]["uid"] == shadow["metadata"]["uid"]
+    assert again["metadata"]["finalizers"] == ["example.com/keep", PROTECTION_FINALIZER]
+    set_finalizers(testbed, ns, shadow["metadata"]["name"], [PROTECTION_FINALIZER])
     assert managed_agent.unprepare(claim) == ""
     assert_released(managed_agent, testbed, ns)
 
