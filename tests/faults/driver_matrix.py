@@ -10,15 +10,20 @@ checkpoint records as Ready and the Pod selects; after unprepare no record, no s
 selection or registry on the Pod, every VF on its original driver and no CDI spec.
 
 API faults are injected on the wire by the fault proxy in front of the real apiserver. Local
-boundaries (checkpoint writes, host/CDI cleanup) are killed at the driver's named crash points;
-API boundaries are killed with SIGKILL while the proxy holds their request.
+boundaries (checkpoint writes, host/CDI cleanup) fail with EROFS on a read-only bind mount of
+their directory, made read-only while the proxy delays the API request just before the write,
+and are killed at the driver's named crash points; API boundaries are killed with SIGKILL while
+the proxy holds their request.
 """
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from driver.crashpoints import CRASH_ENV
@@ -37,7 +42,13 @@ PREPARE = "prepare"
 UNPREPARE = "unprepare"
 KILL = "kill+restart"
 LOST = "lost response"
-COLUMNS = ("Forbidden", "NotFound", "timeout", "409", "422", LOST, KILL)
+WRITE_ERROR = "EROFS"
+COLUMNS = ("Forbidden", "NotFound", "timeout", "409", "422", LOST, WRITE_ERROR, KILL)
+CHECKPOINT_DIR = "checkpoint"
+CDI_DIR = "cdi"
+# How long the request just before a local write is delayed, while the test makes the write's
+# directory read-only.
+ARM_DELAY_S = 1.5
 # How long the proxy holds a "timeout" request before dropping it unanswered: the driver's
 # client sets no request timeout of its own, so the drop is what it observes.
 TIMEOUT_HOLD_S = 3.0
@@ -68,18 +79,25 @@ class Boundary:
     """The proxy filter of its API request; empty for a local (file/host) boundary."""
     crash_point: str = ""
     """The driver's named crash point for a local boundary's kill cell."""
+    local_dir: str = ""
+    """The directory a local boundary writes (CHECKPOINT_DIR or CDI_DIR), made read-only for EROFS."""
+    armed_by: dict[str, Any] = field(default_factory=dict)
+    """The API request just before the local write, after which the directory goes read-only;
+    empty: read-only before the kubelet call."""
     not_applicable: frozenset[str] = frozenset()
 
     def applies(self, column: str) -> bool:
         if column in self.not_applicable:
             return False
+        if column == WRITE_ERROR:
+            return bool(self.local_dir)
         return column == KILL or bool(self.request)
 
 
 _READ_ONLY = frozenset({"409", "422"})  # a GET answers neither
 
 BOUNDARIES = (
-    Boundary("checkpoint write (Pending)", PREPARE, crash_point="prepare-pending"),
+    Boundary("checkpoint write (Pending)", PREPARE, crash_point="prepare-pending", local_dir=CHECKPOINT_DIR),
     Boundary(
         "source NAD read",
         PREPARE,
@@ -87,19 +105,51 @@ BOUNDARIES = (
         not_applicable=_READ_ONLY,
     ),
     Boundary("shadow Create", PREPARE, {"verb": "create", "resource": NADS}),
-    Boundary("UID persist", PREPARE, crash_point="prepare-shadow"),
+    Boundary(
+        "UID persist",
+        PREPARE,
+        crash_point="prepare-shadow",
+        local_dir=CHECKPOINT_DIR,
+        armed_by={"verb": "create", "resource": NADS},
+    ),
     Boundary("Pod patch (selections)", PREPARE, {"verb": "patch", "resource": "pods"}),
-    Boundary("Ready write", PREPARE, crash_point="prepare-pod"),
-    Boundary("checkpoint write (Deleting)", UNPREPARE, crash_point="unprepare-deleting"),
+    Boundary(
+        "Ready write",
+        PREPARE,
+        crash_point="prepare-pod",
+        local_dir=CHECKPOINT_DIR,
+        armed_by={"verb": "patch", "resource": "pods"},
+    ),
+    Boundary(
+        "checkpoint write (Deleting)", UNPREPARE, crash_point="unprepare-deleting", local_dir=CHECKPOINT_DIR
+    ),
     # A DELETE is never answered 422: its only body is DeleteOptions with a UID precondition.
     Boundary(
         "shadow Delete", UNPREPARE, {"verb": "delete", "resource": NADS}, not_applicable=frozenset({"422"})
     ),
     Boundary("selection removal", UNPREPARE, {"verb": "patch", "resource": "pods"}),
-    Boundary("host/CDI cleanup", UNPREPARE, crash_point="unprepare-withdrawn"),
-    Boundary("ReleaseComplete write", UNPREPARE, crash_point="unprepare-hardware"),
+    Boundary(
+        "host/CDI cleanup",
+        UNPREPARE,
+        crash_point="unprepare-withdrawn",
+        local_dir=CDI_DIR,
+        armed_by={"verb": "patch", "resource": "pods"},
+    ),
+    Boundary(
+        "ReleaseComplete write",
+        UNPREPARE,
+        crash_point="unprepare-hardware",
+        local_dir=CHECKPOINT_DIR,
+        armed_by={"verb": "patch", "resource": "pods"},
+    ),
     Boundary("finalizer patch", UNPREPARE, {"verb": "patch", "resource": NADS}),
-    Boundary("checkpoint delete", UNPREPARE, crash_point="unprepare-finalized"),
+    Boundary(
+        "checkpoint delete",
+        UNPREPARE,
+        crash_point="unprepare-finalized",
+        local_dir=CHECKPOINT_DIR,
+        armed_by={"verb": "patch", "resource": NADS},
+    ),
 )
 ROWS = tuple(b.name for b in BOUNDARIES)
 
@@ -118,6 +168,17 @@ FAST = frozenset(
 
 class CellFailed(AssertionError):
     pass
+
+
+@contextlib.contextmanager
+def read_only(directory: Path) -> Iterator[None]:
+    """`directory` on a read-only bind mount of itself: every write under it fails with EROFS."""
+    subprocess.run(["mount", "--bind", str(directory), str(directory)], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(directory)], check=True)
+        yield
+    finally:
+        subprocess.run(["umount", str(directory)], check=True)
 
 
 class DriverMatrix:
@@ -147,6 +208,8 @@ class DriverMatrix:
             call = self._prepare if boundary.stage == PREPARE else self._unprepare
             if column == KILL:
                 self._kill_at(boundary, call, claim)
+            elif column == WRITE_ERROR:
+                self._read_only_at(boundary, call, claim)
             else:
                 self._fault_at(boundary, column, call, claim)
             if boundary.stage == PREPARE:
@@ -177,6 +240,29 @@ class DriverMatrix:
         touched = claim["metadata"]["uid"] in self.agent.records() or shadows(self.testbed, self.ns)
         if boundary.name == "source NAD read" and first and touched:
             raise CellFailed(f"a refused prepare ({first}) left a record or a shadow behind")
+
+    def _read_only_at(self, boundary: Boundary, call: Callable[[Any], str], claim: Any) -> None:
+        directory = (
+            self.agent.checkpoint.parent if boundary.local_dir == CHECKPOINT_DIR else self.agent.dirs.cdi
+        )
+        answers: list[str] = []
+        with contextlib.ExitStack() as stack:
+            if not boundary.armed_by:
+                stack.enter_context(read_only(directory))
+                answers.append(call(claim))
+            else:
+                rule = self.proxy.add_rule(
+                    faultproxy.delay(ARM_DELAY_S), namespace=self.ns, times=1, **boundary.armed_by
+                )
+                caller = threading.Thread(target=lambda: answers.append(call(claim)), daemon=True)
+                caller.start()
+                wait_for(lambda: rule.fired, 30, what=f"the request before the {boundary.name}")
+                stack.enter_context(read_only(directory))
+                caller.join(60)
+        (answer,) = answers
+        # The write failed: kubelet must get a reasoned error, never a crashed call.
+        if not answer or answer.startswith("rpc:"):
+            raise CellFailed(f"the call with a read-only {boundary.local_dir} directory answered {answer!r}")
 
     def _kill_at(self, boundary: Boundary, call: Callable[[Any], str], claim: Any) -> None:
         if boundary.crash_point:
