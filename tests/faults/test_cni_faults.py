@@ -14,22 +14,25 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.bed.waiting import wait_for
 from tests.integration.cni_shim.test_real_plugins import _cluster, _shim_conflist, shim_bin
 from tests.support.cni import run_cnitool
+from tests.support.cni_daemon import pod_args, run_shim, shim_conf
 from tests.support.faultmatrix import NA, PASS
 
 pytestmark = [pytest.mark.netns, pytest.mark.faults]
 
 __all__ = ["shim_bin"]
 
-TITLE = "CNI: boundary x fault (thin shim, real plugins, host-local IPAM)"
+TITLE = "CNI: boundary x fault (real shim and daemon, real plugins, host-local IPAM)"
 ROWS = ("delegate ADD", "IPAM ADD", "DEL")
-COLUMNS = ("plugin error", "cache loss")
+COLUMNS = ("plugin error", "daemon kill+restart", "cache loss")
 RAIL_IP = "10.78.0.2"
 
 
@@ -166,3 +169,51 @@ def test_cache_loss_del_succeeds_and_leaks_only_its_own_ipam_reservation(
     assert run_cnitool(cnitool, ["del", "shimnet", second], net_dir=net_dir, bin_dir=shim_bin).returncode == 0
     assert _allocated(ipam, "podnet") == {leaked_ip: holder}
     _record(fault_matrix, "DEL", "cache loss")
+
+
+def test_daemon_killed_mid_add_then_the_runtime_del_and_retry_converge(
+    tmp_path, cni_daemon, thick_bin, netns, fault_matrix
+) -> None:
+    """Thick mode: the daemon dies while the second delegate's ADD runs (the first already holds
+    an address). The runtime's DEL of the failed sandbox, served by the restarted daemon from the
+    persisted cache, releases it; the retried ADD succeeds; a second kill and restart between ADD
+    and DEL still releases everything."""
+    ns, cid, args = netns(), "f00d", pod_args("ns", "p")
+    ipam, cache, state = tmp_path / "ipam", tmp_path / "cache", tmp_path / "faulty.json"
+    daemon = cni_daemon({"cniDir": str(cache), "binDir": str(thick_bin)}, kube=False)
+    hanging = {
+        "cniVersion": "1.0.0",
+        "name": "flaky",
+        "type": "faulty",
+        "stateFile": str(state),
+        "faults": [{"command": "ADD", "call": 1, "mode": "hang", "seconds": 30}],
+    }
+    conf = shim_conf(daemon, delegates=[_cluster(tmp_path), hanging])
+
+    def calls() -> dict[str, int]:
+        return json.loads(state.read_text() or "{}") if state.exists() else {}
+
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(run_shim, thick_bin, "ADD", conf, cid, args, ns)
+        wait_for(lambda: calls().get("ADD") == 1, 30, what="the second delegate's ADD to hang")
+        assert len(_allocated(ipam, "podnet")) == 1
+        daemon.kill()
+        add = pending.result(60)
+    assert add.returncode == 1 and json.loads(add.stdout)["msg"].startswith("DaemonUnavailable:"), add.stdout
+
+    daemon.start()
+    rm = run_shim(thick_bin, "DEL", conf, cid, args, ns)
+    assert rm.returncode == 0, rm.stdout + rm.stderr
+    assert _allocated(ipam, "podnet") == {} and "eth0" not in _links(ns)
+    again = run_shim(thick_bin, "ADD", conf, cid, args, ns)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "eth0" in _links(ns) and len(_allocated(ipam, "podnet")) == 1
+    _record(fault_matrix, "delegate ADD", "daemon kill+restart")
+
+    daemon.kill()
+    daemon.start()
+    rm = run_shim(thick_bin, "DEL", conf, cid, args, ns)
+    assert rm.returncode == 0, rm.stdout + rm.stderr
+    assert _allocated(ipam, "podnet") == {} and "eth0" not in _links(ns)
+    assert not (cache / cid).exists()
+    _record(fault_matrix, "DEL", "daemon kill+restart")
