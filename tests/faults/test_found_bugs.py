@@ -3,8 +3,12 @@ end-to-end proof; these pin the exact decision on every plain run)."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.unit.managed.env import Env, vf_config
 from tests.unit.managed.fakeapi import Fault
+
+pytestmark = pytest.mark.faults
 
 
 def test_a_notfound_answer_to_the_finalizer_patch_is_confirmed_by_a_read(tmp_path) -> None:
