@@ -8,6 +8,7 @@ then each field's type and value in the document's declared field order.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Final
 
 from sriov_contract import rawjson
@@ -39,8 +40,12 @@ def _walk(value: Any, what: str) -> list[Any]:
     return out
 
 
+# One C-level scan per string: a per-character Python loop dominated the orphan scan (8000 shadows).
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
 def _has_surrogate(text: str) -> bool:
-    return any("\ud800" <= ch <= "\udfff" for ch in text)
+    return _SURROGATE.search(text) is not None
 
 
 def load_object(text: str, what: str) -> JSONObject:

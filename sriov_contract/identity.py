@@ -78,6 +78,8 @@ class BindingIdentity:
         _validate_text(self.driver, "driver")
         _validate_text(self.pool, "pool")
         _validate_text(self.device, "device")
+        # Every check and name derives from this hash, often several times per object: compute it once.
+        object.__setattr__(self, "_attachment_id", hashlib.sha256(self.canonical_bytes()).hexdigest())
 
     def _values(self) -> tuple[str, ...]:
         return (
@@ -98,7 +100,7 @@ class BindingIdentity:
         return bytes(out)
 
     def attachment_id(self) -> str:
-        return hashlib.sha256(self.canonical_bytes()).hexdigest()
+        return str(self.__dict__["_attachment_id"])
 
     def shadow_name(self) -> str:
         return shadow_name_for(self.attachment_id())
