@@ -38,6 +38,7 @@ def selected(full: bool, row: str, column: str) -> bool:
     return full or (row, column) in FAST
 
 
+@pytest.mark.timeout(1800)  # every cell in one test: about 5 minutes, far more on a loaded machine
 def test_driver_fault_matrix(
     managed_agent, testbed, k8s_namespace, policies, classes, fault_proxy, fault_matrix
 ) -> None:
