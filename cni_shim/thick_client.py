@@ -9,7 +9,7 @@ or 400 with CNI error JSON.
 
 from __future__ import annotations
 
-import base64
+import binascii
 import json
 import os
 import socket
@@ -131,7 +131,7 @@ def _wait_ready(where: Target) -> None:
 def forward(env: dict[str, str], stdin: bytes, where: Target) -> dict[str, object] | None:
     """Send the request; returns the ADD result (None for other verbs) or raises the daemon's CniError."""
     _wait_ready(where)
-    body = json.dumps({"env": env, "config": base64.b64encode(stdin).decode()}).encode()
+    body = json.dumps({"env": env, "config": binascii.b2a_base64(stdin, newline=False).decode()}).encode()
     try:
         status, payload = exchange(where.path, "POST", "/cni", body, where.request_timeout)
     except TimeoutError as exc:

@@ -7,7 +7,12 @@ change the reason contract.
 
 from __future__ import annotations
 
-from typing import Any
+# Spelled out instead of imported: the thick shim's forward path imports this module, and
+# `typing` alone costs milliseconds on every start.
+TYPE_CHECKING = False
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class ReasonedError(Exception):
