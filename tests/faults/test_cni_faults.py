@@ -11,6 +11,7 @@ Covered elsewhere and not repeated here (the matrix README names them):
 
 from __future__ import annotations
 
+import fcntl
 import json
 import shutil
 import subprocess
@@ -53,6 +54,20 @@ def _allocated(ipam: Path, network: str) -> dict[str, str]:
         for f in d.iterdir()
         if f.name[0].isdigit() and not f.name.startswith("last_reserved_ip")
     }
+
+
+def _group_commands(pgid: int) -> set[str]:
+    """The command names of the live processes in process group `pgid`."""
+    names = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue  # exited meanwhile
+        comm, rest = text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :].split()
+        if int(rest[2]) == pgid:
+            names.add(comm)
+    return names
 
 
 def _rail(tmp_path: Path) -> dict[str, Any]:
@@ -217,3 +232,73 @@ def test_daemon_killed_mid_add_then_the_runtime_del_and_retry_converge(
     assert _allocated(ipam, "podnet") == {} and "eth0" not in _links(ns)
     assert not (cache / cid).exists()
     _record(fault_matrix, "DEL", "daemon kill+restart")
+
+
+def test_ipam_hung_when_the_daemon_dies_is_released_by_the_runtime_del(
+    tmp_path, cni_daemon, thick_bin, netns, fault_matrix
+) -> None:
+    """Thick mode: the daemon (and with it every delegate it runs, as a container restart does)
+    is killed while the rail's host-local IPAM waits for its lock (held here). The runtime's DEL,
+    served by the restarted daemon from the persisted cache, releases the first network's address,
+    and the retried ADD gets the rail's single address."""
+    ns, cid, args = netns(), "beef", pod_args("ns", "p")
+    ipam, cache = tmp_path / "ipam", tmp_path / "cache"
+    daemon = cni_daemon({"cniDir": str(cache), "binDir": str(thick_bin)}, kube=False)
+    conf = shim_conf(daemon, delegates=[_cluster(tmp_path), _rail(tmp_path)])
+    (ipam / "railnet").mkdir(parents=True)
+    with (ipam / "railnet" / "lock").open("w") as lock, ThreadPoolExecutor(1) as pool:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        pending = pool.submit(run_shim, thick_bin, "ADD", conf, cid, args, ns)
+        wait_for(
+            lambda: "host-local" in _group_commands(daemon.proc.pid), 30, what="the rail's IPAM to block"
+        )
+        assert len(_allocated(ipam, "podnet")) == 1
+        daemon.kill()
+        add = pending.result(60)
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    assert add.returncode == 1 and json.loads(add.stdout)["msg"].startswith("DaemonUnavailable:"), add.stdout
+    assert _allocated(ipam, "railnet") == {}  # the killed IPAM call allocated nothing
+
+    daemon.start()
+    rm = run_shim(thick_bin, "DEL", conf, cid, args, ns)
+    assert rm.returncode == 0, rm.stdout + rm.stderr
+    assert _allocated(ipam, "podnet") == {} and _allocated(ipam, "railnet") == {}
+    again = run_shim(thick_bin, "ADD", conf, cid, args, ns)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert {"eth0", "net1"} <= _links(ns) and list(_allocated(ipam, "railnet")) == [RAIL_IP]
+    assert run_shim(thick_bin, "DEL", conf, cid, args, ns).returncode == 0
+    assert _allocated(ipam, "podnet") == {} and _allocated(ipam, "railnet") == {}
+    _record(fault_matrix, "IPAM ADD", "daemon kill+restart")
+
+
+@pytest.mark.parametrize("retry_delete_on_error", [False, True])
+def test_a_failing_delegate_del_still_releases_the_others_and_the_retry_converges(
+    tmp_path, shim_bin, netns, cnitool, fault_matrix, retry_delete_on_error
+) -> None:
+    """A delegate's DEL fails once: the others are still deleted (the cluster address is freed at
+    once) and kubelet's retried DEL succeeds. As in Multus, only with retryDeleteOnError is the
+    failed delegate's DEL repeated from the cache; without it the retry finds no cache."""
+    ns = netns()
+    ipam, state = tmp_path / "ipam", tmp_path / "faulty.json"
+    flaky = {
+        "cniVersion": "1.0.0",
+        "name": "flaky",
+        "type": "faulty",
+        "stateFile": str(state),
+        "faults": [{"command": "DEL", "call": 1, "mode": "fail", "code": 11, "msg": "injected"}],
+    }
+    net_dir = _shim_conflist(tmp_path, [_cluster(tmp_path), flaky])
+    conflist = net_dir / "10-shim.conflist"
+    conf = json.loads(conflist.read_text())
+    conf["plugins"][0]["retryDeleteOnError"] = retry_delete_on_error
+    conflist.write_text(json.dumps(conf))
+    assert run_cnitool(cnitool, ["add", "shimnet", ns], net_dir=net_dir, bin_dir=shim_bin).returncode == 0
+
+    rm = run_cnitool(cnitool, ["del", "shimnet", ns], net_dir=net_dir, bin_dir=shim_bin)
+    assert rm.returncode != 0 and "injected" in rm.stderr, rm.stderr
+    assert _allocated(ipam, "podnet") == {} and "eth0" not in _links(ns)
+    rm = run_cnitool(cnitool, ["del", "shimnet", ns], net_dir=net_dir, bin_dir=shim_bin)
+    assert rm.returncode == 0, rm.stderr
+    assert json.loads(state.read_text())["DEL"] == (2 if retry_delete_on_error else 1)
+    assert not [p for p in (tmp_path / "cache").iterdir() if p.is_file()]
+    _record(fault_matrix, "DEL", "plugin error")
