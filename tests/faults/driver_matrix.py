@@ -208,6 +208,7 @@ class DriverMatrix:
             call = self._prepare if boundary.stage == PREPARE else self._unprepare
             if column == KILL:
                 self._kill_at(boundary, call, claim)
+                self._await_repair(boundary, claim)
             elif column == WRITE_ERROR:
                 self._read_only_at(boundary, call, claim)
             else:
@@ -286,6 +287,19 @@ class DriverMatrix:
             self.proxy.remove_rule(rule)
         self.agent.proc = None
         self._start()
+
+    def _await_repair(self, boundary: Boundary, claim: Any) -> None:
+        """After a kill the restarted driver's repair worker, not kubelet, finishes the job: a
+        prepare recorded before the kill becomes Ready, a release in progress completes."""
+        uid = claim["metadata"]["uid"]
+
+        def converged() -> bool:
+            record = self.agent.records().get(uid)
+            if boundary.stage == UNPREPARE:
+                return record is None
+            return record is None or {d["managedBinding"]["phase"] for d in record["devices"]} == {"Ready"}
+
+        wait_for(converged, 30, what=f"the repair worker to converge claim {uid} after the kill")
 
     def _start(self) -> None:
         """Start the driver and register it with a fresh fake kubelet.
