@@ -2,19 +2,20 @@
 
 Standard library only and on the executable's hot path, so HTTP is spoken by hand (one request
 per connection, the daemon closes it) instead of through `http.client`, whose `email` import
-alone costs more than the whole round trip. The wire shape is Multus's `/cni` API: a JSON body
+alone costs more than the whole round trip; for the same reason the C-level `_socket` and
+`cni_shim.quickjson` stand in for `socket` and `json` (each about 10 ms to import). The wire shape is Multus's `/cni` API: a JSON body
 `{"env": {...}, "config": "<base64 stdin>"}`, answered 200 `{"Result": {...}}` (or an empty body),
 or 400 with CNI error JSON.
 """
 
 from __future__ import annotations
 
+import _socket
 import binascii
-import json
 import os
-import socket
 import time
 
+from cni_shim import quickjson
 from cni_shim.errors import INTERNAL, TRY_AGAIN_LATER, CniError
 
 SOCKET_NAME = "cni-shim.sock"
@@ -51,7 +52,7 @@ def target(stdin: bytes) -> Target | None:
     if b"aemonsocketdir" not in stdin.lower():
         return None
     try:
-        raw = json.loads(stdin)
+        raw = quickjson.loads(stdin)
     except (ValueError, RecursionError):
         return None  # thin mode reports the malformed config exactly as it always does
     if not isinstance(raw, dict):
@@ -73,11 +74,11 @@ def run(env: dict[str, str], stdin: bytes, where: Target) -> tuple[int, str, str
     try:
         result = forward(env, stdin, where)
     except CniError as err:
-        return 1, json.dumps(err.to_json(where.cni_version), indent=4), ""
+        return 1, quickjson.dumps(err.to_json(where.cni_version), indent=4), ""
     except Exception as exc:  # the runtime must get CNI error JSON, never a traceback
         internal = CniError("InternalError", f"cni-shim failed unexpectedly: {type(exc).__name__}: {exc}")
-        return 1, json.dumps(internal.to_json(where.cni_version), indent=4), ""
-    return 0, json.dumps(result, indent=4) if result is not None else "", ""
+        return 1, quickjson.dumps(internal.to_json(where.cni_version), indent=4), ""
+    return 0, quickjson.dumps(result, indent=4) if result is not None else "", ""
 
 
 def _unavailable(where: Target, why: str) -> CniError:
@@ -94,7 +95,8 @@ def exchange(path: str, method: str, endpoint: str, body: bytes, timeout: float)
         f"{method} {endpoint} HTTP/1.1\r\nHost: cni-shim-daemon\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     ).encode()
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
         sock.settimeout(timeout)
         sock.connect(path)
         sock.sendall(head + body)
@@ -105,6 +107,8 @@ def exchange(path: str, method: str, endpoint: str, body: bytes, timeout: float)
             size += len(chunk)
             if size > _MAX_ANSWER:
                 raise OSError(f"answer larger than {_MAX_ANSWER} bytes")
+    finally:
+        sock.close()
     answer = b"".join(chunks)
     header, sep, payload = answer.partition(b"\r\n\r\n")
     parts = header.split(b" ", 2)
@@ -131,7 +135,9 @@ def _wait_ready(where: Target) -> None:
 def forward(env: dict[str, str], stdin: bytes, where: Target) -> dict[str, object] | None:
     """Send the request; returns the ADD result (None for other verbs) or raises the daemon's CniError."""
     _wait_ready(where)
-    body = json.dumps({"env": env, "config": binascii.b2a_base64(stdin, newline=False).decode()}).encode()
+    body = quickjson.dumps(
+        {"env": env, "config": binascii.b2a_base64(stdin, newline=False).decode()}
+    ).encode()
     try:
         status, payload = exchange(where.path, "POST", "/cni", body, where.request_timeout)
     except TimeoutError as exc:
@@ -148,7 +154,7 @@ def forward(env: dict[str, str], stdin: bytes, where: Target) -> dict[str, objec
 
 def _answer(status: int, payload: bytes) -> dict[str, object] | None:
     try:
-        doc = json.loads(payload) if payload.strip() else None
+        doc = quickjson.loads(payload) if payload.strip() else None
     except ValueError:
         doc = None
     if status == 200:

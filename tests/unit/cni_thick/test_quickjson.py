@@ -1,0 +1,69 @@
+"""quickjson must be indistinguishable from json for everything the thick shim reads and writes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cni_shim import quickjson
+
+scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text()
+values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(values, st.sampled_from([None, 4]))
+def test_dumps_writes_what_json_writes(value, indent):
+    assert quickjson.dumps(value, indent=indent) == json.dumps(value, indent=indent)
+
+
+def _outcome(load, data):
+    try:
+        return "ok", json.dumps(load(data), sort_keys=True)
+    except (ValueError, RecursionError) as exc:
+        return "error", type(exc).__name__ if isinstance(exc, RecursionError) else "ValueError"
+
+
+@given(values, st.sampled_from(["", " ", "\n\t", " x", "]"]), st.sampled_from(["", " \r\n"]))
+def test_loads_accepts_and_rejects_as_json_does(value, tail, head):
+    text = head + json.dumps(value) + tail
+    for data in (text, text.encode()):
+        assert _outcome(quickjson.loads, data) == _outcome(json.loads, data)
+
+
+@given(st.text(alphabet='{}[]",:0123456789.eE+-tfrunalsNIy \n\\', max_size=30))
+def test_loads_on_arbitrary_text_matches_json(text):
+    assert _outcome(quickjson.loads, text.encode()) == _outcome(json.loads, text.encode())
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"\xef\xbb\xbf{}", '{"a": 1}'.encode("utf-16"), '["x"]'.encode("utf-32-le"), b"\xff", b'"\xed\xa0\x80"'],
+)
+def test_other_encodings_and_bad_bytes_match_json(data):
+    assert _outcome(quickjson.loads, data) == _outcome(json.loads, data)
+
+
+def test_non_string_keys_and_other_types_fall_back_to_json():
+    assert quickjson.dumps({1: (True, None)}, indent=4) == json.dumps({1: (True, None)}, indent=4)
+    with pytest.raises(TypeError):
+        quickjson.dumps({"a": object()})
+
+
+def test_the_forward_path_imports_neither_json_nor_socket():
+    probe = (
+        "import sys; from cni_shim import thick_client; "
+        "print(sorted(m for m in ('json', 'socket', 're', 'typing', 'base64') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-S", "-c", probe], capture_output=True, text=True, check=True, cwd="."
+    )
+    assert out.stdout.strip() == "[]"
