@@ -6,7 +6,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final
 from urllib.parse import quote
 
 from kubernetes import client, watch
@@ -21,6 +21,10 @@ log = logging.getLogger(__name__)
 
 GROUP = "sriovnetwork.k8snetworkplumbingwg.io"
 VERSION = "v1alpha1"
+# The client's default is no timeout at all: a black-holed connection would hold the claim and
+# Pod locks (and every later kubelet retry waiting on them) until TCP gives up. Bounded well
+# below kubelet's 45 s call deadline, so kubelet gets our reasoned "no response" error instead.
+REQUEST_TIMEOUT_S: Final = 15.0
 
 
 def _items(result: Any) -> list[dict[str, Any]]:
@@ -36,7 +40,7 @@ class KubeClaims:
     def get_claim(self, namespace: str, name: str) -> Mapping[str, Any]:
         try:
             obj = self._objs.get_namespaced_custom_object(
-                "resource.k8s.io", "v1", namespace, "resourceclaims", name
+                "resource.k8s.io", "v1", namespace, "resourceclaims", name, _request_timeout=REQUEST_TIMEOUT_S
             )
         except ApiException as exc:
             if exc.status == 404:
@@ -69,7 +73,7 @@ def _request(
         method, path, query_params=query, header_params=headers, body=body, auth_settings=["BearerToken"]
     )
     try:
-        resp = api.call_api(m, url, header_params=hdrs, body=data)
+        resp = api.call_api(m, url, header_params=hdrs, body=data, _request_timeout=REQUEST_TIMEOUT_S)
         raw = resp.read()  # type: ignore[no-untyped-call]
     except ApiException as exc:
         raise api_error(int(exc.status or 0), method, what, str(exc.reason or "")) from None

@@ -49,13 +49,15 @@ CDI_DIR = "cdi"
 # How long the request just before a local write is delayed, while the test makes the write's
 # directory read-only.
 ARM_DELAY_S = 1.5
-# How long the proxy holds a "timeout" request before dropping it unanswered: the driver's
-# client sets no request timeout of its own, so the drop is what it observes.
-TIMEOUT_HOLD_S = 3.0
+# How long the proxy holds a "timeout" request unanswered: past the driver's own request timeout
+# (driver.kube.REQUEST_TIMEOUT_S) and past kubelet's 45 s call deadline, so a driver that waited
+# for the answer would leave kubelet with nothing but a deadline error.
+TIMEOUT_HOLD_S = 60.0
 # Long enough to SIGKILL the driver while its request is held.
 KILL_HOLD_S = 30.0
-# urllib3 silently retries GET and DELETE after a dropped connection (three retries), so a
-# connection-level fault on those verbs must fire four times before the driver sees it.
+# urllib3 silently retries GET and DELETE after a dropped connection (three retries), so a lost
+# response on those verbs must fire four times before the driver sees it. A timeout fires once:
+# four would outlast kubelet's deadline by the client's own retries alone.
 IDEMPOTENT_ATTEMPTS = 4
 
 
@@ -229,13 +231,14 @@ class DriverMatrix:
             release_workloads(self.testbed, self.ns)
 
     def _fault_at(self, boundary: Boundary, column: str, call: Callable[[Any], str], claim: Any) -> None:
-        connection_level = column in ("timeout", LOST)
         idempotent = boundary.request["verb"] in ("get", "delete")
-        times = IDEMPOTENT_ATTEMPTS if connection_level and idempotent else 1
+        times = IDEMPOTENT_ATTEMPTS if column == LOST and idempotent else 1
         rule = self.proxy.add_rule(_fault(column), namespace=self.ns, times=times, **boundary.request)
         first = call(claim)
         if not rule.fired:
             raise CellFailed(f"the fault never fired (the call answered {first!r})")
+        if first.startswith("rpc:"):
+            raise CellFailed(f"kubelet got no answer within its deadline: {first}")
         self.proxy.remove_rule(rule)
         # A prepare refused at the source read is refused before any VF is touched.
         touched = claim["metadata"]["uid"] in self.agent.records() or shadows(self.testbed, self.ns)
