@@ -115,7 +115,7 @@ def _report(obj: Mapping[str, Any], known: Mapping[str, BindingRecord], node_uid
         if record is None:
             detail = "no checkpoint record on this node holds this binding"
         else:
-            check_shadow(obj, record, releasing=True)
+            check_shadow(obj, record, releasing=True, binding=binding)
             status = record.phase
     except ShadowError as exc:
         status, detail = CONFLICT, exc.message

@@ -14,7 +14,7 @@ from typing import Any, Final, Protocol
 from driver.apierrors import ApiError
 from driver.bindingrecord import BindingRecord
 from driver.core.selection import json_pointer
-from sriov_contract.binding import parse_binding
+from sriov_contract.binding import Binding, parse_binding
 from sriov_contract.errors import ReasonedError
 from sriov_contract.keys import BINDING_ANNOTATION, PROTECTION_FINALIZER, shadow_labels
 
@@ -100,8 +100,15 @@ def _conflict(record: BindingRecord, why: str) -> ShadowError:
     )
 
 
-def check_shadow(obj: Mapping[str, Any], record: BindingRecord, *, releasing: bool) -> None:
-    """Refuse unless `obj` is exactly this binding's shadow (labels, binding, config, owner)."""
+def check_shadow(
+    obj: Mapping[str, Any], record: BindingRecord, *, releasing: bool, binding: Binding | None = None
+) -> None:
+    """Refuse unless `obj` is exactly this binding's shadow (labels, binding, config, owner).
+
+    `binding` is the object's already-parsed binding annotation, when the caller has one: the
+    orphan scan parses every shadow's annotation to find its record, and parsing it again here
+    was the largest single cost of a scan.
+    """
     meta = _meta(obj)
     if (meta.get("namespace"), meta.get("name")) != (record.pod_namespace, record.shadow_name):
         raise _conflict(record, "it has another namespace or name")
@@ -117,7 +124,8 @@ def check_shadow(obj: Mapping[str, Any], record: BindingRecord, *, releasing: bo
     if not isinstance(text, str):
         raise _conflict(record, f"it has no {BINDING_ANNOTATION} annotation")
     try:
-        binding = parse_binding(text)
+        if binding is None:
+            binding = parse_binding(text)
         binding.verify_identity(record.identity)
     except ReasonedError as exc:
         raise _conflict(record, exc.message) from exc
