@@ -180,7 +180,6 @@ class PodRecord:
     sandbox: Sandbox
     claims: dict[str, list[ClaimRef]]  # driver -> claims prepared through its plugin
     result: dict[str, Any]
-    prepares: int = 1
 
 
 class SimulatedKubelet:
@@ -201,6 +200,8 @@ class SimulatedKubelet:
         self.pods: dict[str, PodRecord] = {}
         self.errors: dict[str, str] = {}
         self.log: list[str] = []
+        # NodePrepareResources calls made, so tests can prove an operation made none.
+        self.prepare_calls = 0
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -298,6 +299,7 @@ class SimulatedKubelet:
 
     def _prepare(self, claims: Mapping[str, list[ClaimRef]]) -> None:
         for driver, refs in claims.items():
+            self.prepare_calls += 1
             answers = self.plugins[driver].prepare(refs)
             failed = {uid: a.error for uid, a in answers.items() if a.error}
             missing = {uid for _, _, uid in refs} - set(answers)
