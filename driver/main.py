@@ -112,6 +112,12 @@ def run(cfg: Config, stop: threading.Event) -> None:
             watch=watch_forever,
         )
         service = managed_preparer
+    # Eligibility must be known before kubelet can reach the plugin: a prepare that raced the first
+    # policy pass would be refused as DeviceNotEligible for a device that is in fact advertised.
+    try:
+        controller.reconcile()
+    except Exception:
+        log.exception("first policy reconcile failed; the reconcile loop retries")
     plugin = KubeletPlugin(paths, service)
     log.info("serving %s and %s", paths.dra_socket, paths.registration_socket)
     health = HealthServer(paths, cfg.healthcheck_port) if cfg.healthcheck_port >= 0 else None
