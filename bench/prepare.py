@@ -127,16 +127,7 @@ def _objs(bed: TestBed) -> client.CustomObjectsApi:
 
 
 def _namespace(bed: TestBed, prefix: str) -> str:
-    core = client.CoreV1Api(bed.api_client)
-    name = f"{prefix}-{secrets.token_hex(3)}"
-    core.create_namespace(client.V1Namespace.model_validate({"metadata": {"name": name}}))
-    wait_for(
-        lambda: core.read_namespaced_service_account("default", name),
-        30,
-        what=f"ServiceAccount {name}/default",
-        ignore=(ApiException,),
-    )
-    return name
+    return bed.create_namespace(f"{prefix}-{secrets.token_hex(3)}")
 
 
 def setup_objects(bed: TestBed, node: FakeNode, policy_ns: str, workload_ns: str) -> str:

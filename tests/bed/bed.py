@@ -10,12 +10,14 @@ from typing import Any
 
 from kubernetes import client
 from kubernetes import config as kube_config
+from kubernetes.client.exceptions import ApiException
 
 from sriov_contract.errors import ReasonedError
 from tests.bed import access, kubeconfig, pki, probes, runstate
 from tests.bed.audit import AuditLog
 from tests.bed.processes import is_running, peak_rss_kib
 from tests.bed.tools import ToolSet
+from tests.bed.waiting import wait_for
 
 
 class TestBed:
@@ -107,6 +109,25 @@ class TestBed:
 
     def grant(self, user: str, rules: Sequence[Mapping[str, Any]], *, namespace: str | None = None) -> str:
         return access.grant(self.api_client, user, rules, namespace=namespace)
+
+    def create_namespace(self, name: str, *, exist_ok: bool = False) -> str:
+        """Create namespace `name` and wait until Pods can be created in it.
+
+        The API server refuses Pods until the serviceaccount controller made the default account.
+        """
+        core = client.CoreV1Api(self.api_client)
+        try:
+            core.create_namespace(client.V1Namespace.model_validate({"metadata": {"name": name}}))
+        except ApiException as exc:
+            if not (exist_ok and exc.status == 409):
+                raise
+        wait_for(
+            lambda: core.read_namespaced_service_account("default", name),
+            30.0,
+            what=f"ServiceAccount {name}/default",
+            ignore=(ApiException,),
+        )
+        return name
 
     def apply(self, objects: Iterable[Mapping[str, Any]]) -> list[Any]:
         return access.apply_objects(self.api_client, objects)

@@ -422,14 +422,7 @@ class Stack:
 
     def _namespaces(self) -> None:
         for name in (POLICY_NS, WORKLOAD_NS):
-            with contextlib.suppress(ApiException):
-                self.core.create_namespace(client.V1Namespace.model_validate({"metadata": {"name": name}}))
-        wait_for(
-            lambda: self.core.read_namespaced_service_account("default", WORKLOAD_NS),
-            30,
-            what=f"ServiceAccount {WORKLOAD_NS}/default",
-            ignore=(ApiException,),
-        )
+            self.bed.create_namespace(name, exist_ok=True)
 
     def _grant(self) -> None:
         """Exactly the deployed RBAC (deploy/*-rbac.yaml), bound to the bed's client-cert users."""

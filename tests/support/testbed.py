@@ -89,15 +89,7 @@ def k8s_namespace(request: pytest.FixtureRequest, testbed: TestBed) -> Iterator[
     from tests.bed.waiting import wait_for  # noqa: PLC0415 - see module docstring
 
     core = client.CoreV1Api(testbed.api_client)
-    name = _namespace_name(request.node.name)
-    core.create_namespace(client.V1Namespace.model_validate({"metadata": {"name": name}}))
-    # Pod creation is refused until the serviceaccount controller made the default account.
-    wait_for(
-        lambda: core.read_namespaced_service_account("default", name),
-        30.0,
-        what=f"ServiceAccount {name}/default",
-        ignore=(ApiException,),
-    )
+    name = testbed.create_namespace(_namespace_name(request.node.name))
     yield name
     try:
         core.delete_namespace(name)

@@ -173,18 +173,10 @@ def _release_test_namespace(testbed, k8s_namespace) -> Iterator[None]:
 
 @pytest.fixture
 def second_namespace(testbed) -> Iterator[str]:
-    core = client.CoreV1Api(testbed.api_client)
-    name = f"managed-b-{secrets.token_hex(3)}"
-    core.create_namespace(client.V1Namespace.model_validate({"metadata": {"name": name}}))
-    wait_for(
-        lambda: core.read_namespaced_service_account("default", name),
-        30,
-        what=f"ServiceAccount {name}/default",
-        ignore=(ApiException,),
-    )
+    name = testbed.create_namespace(f"managed-b-{secrets.token_hex(3)}")
     yield name
     release_workloads(testbed, name)
-    core.delete_namespace(name)
+    client.CoreV1Api(testbed.api_client).delete_namespace(name)
 
 
 class Policies:
