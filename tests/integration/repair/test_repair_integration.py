@@ -300,9 +300,9 @@ def test_orphan_scan_reports_a_protected_shadow_without_checkpoint_and_leaves_it
     now = objs(testbed).get_namespaced_custom_object(*NAD, second_namespace, NADS, record.shadow_name)
     assert now["metadata"]["resourceVersion"] == made["metadata"]["resourceVersion"]
 
-    wrong = subprocess.run(
-        [*base, "--finalize", record.attachment_id[:-1] + "0"], capture_output=True, text=True
-    )
+    # another well-formed attachment ID, whatever the random UIDs made the real one end in
+    other = record.attachment_id[:-1] + ("1" if record.attachment_id.endswith("0") else "0")
+    wrong = subprocess.run([*base, "--finalize", other], capture_output=True, text=True)
     assert wrong.returncode == 2 and "NotAnOrphan" in wrong.stderr
     done = subprocess.run(
         [*base, "--finalize", record.attachment_id], capture_output=True, text=True, timeout=60
