@@ -134,12 +134,14 @@ def managed_service(
     observer: PhaseObserver | None = None,
 ) -> ManagedPreparer:
     """The managed NodeService over the live API (--multus-auto-attach)."""
-    from driver.consumer import ConsumerResolver  # noqa: PLC0415 - keeps the unmanaged start-up lean
+    from driver.claimstatus import DeviceStatusWriter  # noqa: PLC0415 - keeps the unmanaged start-up lean
+    from driver.consumer import ConsumerResolver  # noqa: PLC0415
     from driver.events import NULL_OBSERVER  # noqa: PLC0415
     from driver.kube import KubeClaims, KubeNads, KubePods  # noqa: PLC0415
     from driver.managed import ManagedPreparer  # noqa: PLC0415
 
     pods = KubePods(api)
+    claims = KubeClaims(api)
 
     def eligible_attributes(name: str) -> Mapping[str, object] | None:
         advertised = state.lookup(name)[1]
@@ -149,7 +151,7 @@ def managed_service(
         host=host,
         resolver=ConsumerResolver(
             pods=pods,
-            claims=KubeClaims(api),
+            claims=claims,
             node_name=node_name,
             node_uid=node_uid,
             live_node_uid=lambda: source.node()[0],
@@ -161,6 +163,7 @@ def managed_service(
         node_uid=node_uid,
         eligible_attributes=eligible_attributes,
         observer=observer or NULL_OBSERVER,
+        device_status=DeviceStatusWriter(claims),
     )
 
 

@@ -32,10 +32,17 @@ def _items(result: Any) -> list[dict[str, Any]]:
 
 
 class KubeClaims:
-    """Live ResourceClaim GETs (resource.k8s.io/v1)."""
+    """Live ResourceClaim reads and status updates (resource.k8s.io/v1)."""
 
     def __init__(self, api: client.ApiClient) -> None:
+        self._api = api
         self._objs = client.CustomObjectsApi(api)
+
+    def replace_claim_status(self, namespace: str, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """A full status update, guarded by the body's resourceVersion (409 when stale)."""
+        path = f"/apis/resource.k8s.io/v1/namespaces/{quote(namespace)}/resourceclaims/{quote(name)}/status"
+        what = f"ResourceClaim {namespace}/{name} status"
+        return _required(_request(self._api, "PUT", path, what, body=dict(body)), "PUT", what)
 
     def get_claim(self, namespace: str, name: str) -> Mapping[str, Any]:
         try:

@@ -30,6 +30,7 @@ from driver.bindingrecord import (
     records_of,
 )
 from driver.checkpoint import ClaimRecord, PreparedClaims
+from driver.claimstatus import DeviceStatusWriter, ready_reports
 from driver.consumer import Consumer, ConsumerError, ConsumerResolver, check_new_consumer
 from driver.core.plan import AllocatedDevice, plan_interfaces
 from driver.core.render import render_shadow_config
@@ -56,6 +57,8 @@ _OTHER_CLAIM_TEMPLATE: Final = NamespacedName("", "")
 _DRY_RUN_UID: Final = "00000000-0000-0000-0000-000000000000"
 # The pseudo-phase reported once a released claim is forgotten.
 RELEASED: Final = "Released"
+# The operation a failed status.devices write is reported under (events, metrics).
+DEVICE_STATUS: Final = "device-status"
 
 _T = TypeVar("_T")
 
@@ -77,6 +80,7 @@ class ManagedPreparer:
         locks: OperationLocks | None = None,
         sleep: Callable[[float], None] = time.sleep,
         observer: PhaseObserver = NULL_OBSERVER,
+        device_status: DeviceStatusWriter | None = None,
     ) -> None:
         self._host = host
         self._resolver = resolver
@@ -89,6 +93,7 @@ class ManagedPreparer:
         self.locks = locks or OperationLocks()
         self._sleep = sleep
         self._observer = observer
+        self._device_status = device_status
 
     # -- NodeService ---------------------------------------------------------------------------
 
@@ -136,6 +141,7 @@ class ManagedPreparer:
             if current is None or phases_of(current) & RELEASE_PHASES:
                 return  # kubelet's release got the locks first
             self._ensure_pod_bindings(consumer, ref)
+            self._report_devices(ref, claim, consumer, patient=True)
 
     # -- prepare -------------------------------------------------------------------------------
 
@@ -158,6 +164,7 @@ class ManagedPreparer:
                 _check_reusable(recorded, consumer)
                 self._host.ensure_cdi(recorded)
             self._ensure_pod_bindings(consumer, ref)
+            self._report_devices(ref, claim, consumer, patient=False)
             return results(recorded)
 
     def _plan(
@@ -288,6 +295,30 @@ class ManagedPreparer:
                 self._notify(uid, READY)
         crash_point("prepare-ready")
 
+    def _report_devices(
+        self, ref: ClaimRef, claim: Mapping[str, Any], consumer: Consumer, *, patient: bool
+    ) -> None:
+        """Best-effort status.devices for the claim's Ready bindings: diagnostics only, so a
+        failure is reported and retried by later repair passes, never raised."""
+        recorded = self._checkpoint.snapshot_claim(ref.uid)
+        if self._device_status is None or recorded is None:
+            return
+        try:
+            reports = ready_reports([b for _d, b in records_of(recorded)], consumer.pod)
+            self._device_status.publish(claim, reports, patient=patient)
+        except ReasonedError as exc:
+            self._observer.failed(DEVICE_STATUS, ref, recorded, exc)
+
+    def _withdraw_devices(self, recorded: ClaimRecord) -> None:
+        if self._device_status is None:
+            return
+        keys = {(DRIVER_NAME, d.pool, d.device, "") for d in recorded.devices}
+        try:
+            self._device_status.withdraw(recorded.namespace, recorded.name, recorded.claim_uid, keys)
+        except ReasonedError as exc:
+            ref = ClaimRef(recorded.namespace, recorded.name, recorded.claim_uid)
+            self._observer.failed(DEVICE_STATUS, ref, recorded, exc)
+
     def _notify(self, claim_uid: str, phase: str) -> None:
         recorded = self._checkpoint.snapshot_claim(claim_uid)
         if recorded is not None:
@@ -375,6 +406,8 @@ class ManagedPreparer:
                 sleep=self._sleep,
             )
         crash_point("unprepare-withdrawn")
+        if shadows:
+            self._withdraw_devices(recorded)
         if not hardware_done:
             self._host.release_devices(recorded)
             crash_point("unprepare-hardware")

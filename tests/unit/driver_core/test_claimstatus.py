@@ -1,0 +1,141 @@
+"""The status.devices writer over an in-memory claim store with resourceVersion checks."""
+
+import copy
+from datetime import UTC, datetime
+
+import pytest
+
+from driver.apierrors import api_error
+from driver.claimstatus import BACKOFF_STEPS, DeviceStatusWriter, conflict_delay
+from driver.core.devicestatus import DeviceReport, status_key
+from sriov_contract.errors import ReasonedError
+
+OURS = "sriovnetwork.k8snetworkplumbingwg.io"
+FOREIGN = {"driver": "gpu.nvidia.com", "pool": "node-0", "device": "gpu-0", "data": {"uuid": "g"}}
+
+
+class Claims:
+    def __init__(self):
+        self.claim = {
+            "metadata": {
+                "namespace": "ns",
+                "name": "c",
+                "uid": "u1",
+                "resourceVersion": "1",
+                "generation": 1,
+            },
+            "status": {"devices": [copy.deepcopy(FOREIGN)]},
+        }
+        self.gets = 0
+        self.puts = 0
+        self.deny = 0
+        self.race = 0  # a concurrent writer bumps the resourceVersion before each of our next PUTs
+
+    def get_claim(self, namespace, name):
+        self.gets += 1
+        if self.claim is None:
+            raise ReasonedError("ClaimNotFound", "gone")
+        return copy.deepcopy(self.claim)
+
+    def replace_claim_status(self, namespace, name, body):
+        self.puts += 1
+        if self.deny:
+            self.deny -= 1
+            raise api_error(403, "PUT", "ResourceClaim ns/c status", "forbidden")
+        if self.race:
+            self.race -= 1
+            self._bump()
+        if body["metadata"]["resourceVersion"] != self.claim["metadata"]["resourceVersion"]:
+            raise api_error(409, "PUT", "ResourceClaim ns/c status", "conflict")
+        self.claim["status"] = copy.deepcopy(body["status"])
+        self._bump()
+        return copy.deepcopy(self.claim)
+
+    def _bump(self):
+        meta = self.claim["metadata"]
+        meta["resourceVersion"] = str(int(meta["resourceVersion"]) + 1)
+
+
+class Clock:
+    def __init__(self):
+        self.t = 0.0
+        self.slept = []
+
+    def sleep(self, s):
+        self.slept.append(s)
+        self.t += s
+
+
+def writer(api, clock):
+    return DeviceStatusWriter(
+        api,
+        now=lambda: datetime(2026, 1, 1, tzinfo=UTC),
+        clock=lambda: clock.t,
+        sleep=clock.sleep,
+        rand=lambda: 0.5,
+    )
+
+
+REPORT = DeviceReport(OURS, "node-0", "vf-1", {"attachmentID": "a"}, "ShadowReady", "ready")
+
+
+@pytest.fixture
+def api():
+    return Claims()
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+def test_publish_writes_once_and_a_repeat_writes_nothing(api, clock):
+    w = writer(api, clock)
+    assert w.publish(api.get_claim("ns", "c"), [REPORT]) is True
+    devices = api.claim["status"]["devices"]
+    assert devices[0] == FOREIGN and [d["device"] for d in devices] == ["gpu-0", "vf-1"]
+    assert w.publish(api.get_claim("ns", "c"), [REPORT]) is False
+    assert api.puts == 1
+
+
+def test_conflict_rereads_and_remerges_with_upstream_backoff(api, clock):
+    api.race = 2
+    assert writer(api, clock).publish(api.get_claim("ns", "c"), [REPORT]) is True
+    assert api.puts == 3 and api.gets == 3
+    assert clock.slept == pytest.approx([0.105, 0.21])
+    assert clock.slept == [conflict_delay(0, 0.5), conflict_delay(1, 0.5)]
+    assert [d["device"] for d in api.claim["status"]["devices"]] == ["gpu-0", "vf-1"]
+
+
+def test_conflicts_give_up_after_the_bounded_steps(api, clock):
+    api.race = 100
+    with pytest.raises(ReasonedError) as err:
+        writer(api, clock).publish(api.get_claim("ns", "c"), [REPORT])
+    assert err.value.reason == "Conflict" and api.puts == BACKOFF_STEPS
+    assert conflict_delay(10, 0.0) == 2.0
+
+
+def test_a_forbidden_write_backs_off_patient_callers_only(api, clock):
+    w = writer(api, clock)
+    api.deny = 2
+    with pytest.raises(ReasonedError):
+        w.publish(api.get_claim("ns", "c"), [REPORT])
+    assert w.publish(api.get_claim("ns", "c"), [REPORT], patient=True) is False
+    assert api.puts == 1
+    with pytest.raises(ReasonedError):  # kubelet's prepare always tries
+        w.publish(api.get_claim("ns", "c"), [REPORT])
+    clock.t += 10.0
+    assert w.publish(api.get_claim("ns", "c"), [REPORT], patient=True) is True
+    assert api.puts == 3
+
+
+def test_withdraw_removes_only_our_entries_and_tolerates_a_missing_or_replaced_claim(api, clock):
+    w = writer(api, clock)
+    w.publish(api.get_claim("ns", "c"), [REPORT])
+    ours = {status_key({"driver": OURS, "pool": "node-0", "device": "vf-1"})}
+    assert w.withdraw("ns", "c", "other-uid", ours) is False
+    assert w.withdraw("ns", "c", "u1", ours) is True
+    assert api.claim["status"]["devices"] == [FOREIGN]
+    assert w.withdraw("ns", "c", "u1", ours) is False
+    api.claim = None
+    assert w.withdraw("ns", "c", "u1", ours) is False
