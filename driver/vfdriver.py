@@ -26,7 +26,6 @@ class SysfsVfDriver:
     """Driver binding for PCI devices below a sysfs root."""
 
     def __init__(self, sysfs: Path) -> None:
-        self._sysfs = sysfs
         self._pci = sysfs / "bus" / "pci"
 
     def _dev(self, bdf: str) -> Path:

@@ -9,7 +9,6 @@ resourceVersion, or None when the Pod already says the same thing.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -46,10 +45,6 @@ class ManagedBinding:
 def json_pointer(*tokens: str) -> str:
     """RFC 6901: '~' becomes '~0' before '/' becomes '~1'."""
     return "".join("/" + t.replace("~", "~0").replace("/", "~1") for t in tokens)
-
-
-def patch_bytes(ops: Sequence[PatchOp]) -> bytes:
-    return json.dumps(list(ops), separators=(",", ":")).encode()
 
 
 @dataclass(frozen=True, slots=True)
