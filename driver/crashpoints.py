@@ -13,7 +13,14 @@ from typing import Final
 CRASH_ENV: Final = "SRIOV_DRA_CRASH_AT"
 CRASH_EXIT: Final = 137
 
-PREPARE_STEPS: Final = ("prepare-pending", "prepare-shadow", "prepare-pod", "prepare-ready")
+PREPARE_STEPS: Final = (
+    "prepare-host",
+    "prepare-pending",
+    "prepare-created",
+    "prepare-shadow",
+    "prepare-pod",
+    "prepare-ready",
+)
 UNPREPARE_STEPS: Final = (
     "unprepare-deleting",
     "unprepare-shadow-deleted",

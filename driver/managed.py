@@ -338,6 +338,7 @@ class ManagedPreparer:
             return current
 
         uid = ensure_shadow(self._nads, binding, forget)
+        crash_point("prepare-created")
         observed = self._observed(claim_uid, device, current, uid)
         crash_point("prepare-shadow")
         return observed
@@ -371,10 +372,9 @@ class ManagedPreparer:
 
     def _unprepare_claim(self, ref: ClaimRef) -> None:
         recorded = self._checkpoint.snapshot_claim(ref.uid)
-        if recorded is None:
-            return
-        if "" in phases_of(recorded):
-            # Prepared before managed mode was on: no API objects exist, release only the hardware.
+        if recorded is None or "" in phases_of(recorded):
+            # Never recorded (a kill before the Pending record may have left a CDI spec) or
+            # prepared before managed mode was on: no API objects exist, release the host side.
             self._host.unprepare_claim(ref.uid)
             return
         with self.locks.claim_then_pod(ref.uid, recorded.pod_uid):

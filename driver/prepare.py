@@ -18,6 +18,7 @@ from driver import cdi
 from driver.bindingrecord import RELEASE_PHASES, phases_of
 from driver.checkpoint import ClaimRecord, PreparedClaims, PreparedDevice
 from driver.core.vfconfig import VfConfig, effective_vf_config
+from driver.crashpoints import crash_point
 from driver.discovery import DRIVER_NAME, VirtualFunction
 from driver.kubeletplugin.api import ClaimRef, DeviceResult, PrepareOutcome
 from driver.vfdriver import USERSPACE_DRIVERS
@@ -221,6 +222,7 @@ class Preparer:
                 devices.append(self._device(ref.uid, pod_uid, a, original, (bindings or {}).get(a.vf.name)))
             record = ClaimRecord(ref.uid, ref.namespace, ref.name, pod_uid, tuple(devices))
             self._cdi.write(ref.uid, _claim_cdi(record))
+            crash_point("prepare-host")
             self._checkpoint.add_claim(record)
         except BaseException:
             self._cdi.remove(ref.uid)
@@ -296,7 +298,10 @@ class Preparer:
     def unprepare_claim(self, claim_uid: str) -> None:
         record = self._checkpoint.snapshot_claim(claim_uid)
         if record is None:
-            return  # never prepared here, or already released: unprepare is idempotent
+            # Never prepared here, already released, or killed between the CDI write and the
+            # checkpoint: only that crash's spec can be left, and no container was given it.
+            self._cdi.remove(claim_uid)
+            return
         self.release_devices(record, forget=True)
 
     def release_devices(self, record: ClaimRecord, *, forget: bool = False) -> None:

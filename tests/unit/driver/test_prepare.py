@@ -255,6 +255,50 @@ def test_checkpoint_write_failure_rolls_back_driver_and_cdi(tmp_path: Path) -> N
     assert not env.cdi.exists("ua")
 
 
+def test_unprepare_of_an_unrecorded_claim_removes_a_crash_leftover_cdi_spec(tmp_path: Path) -> None:
+    """A kill between the claim's CDI write and its checkpoint record leaves the spec in no record;
+    kubelet was never answered, and its unprepare removes the spec."""
+    env = Env(tmp_path)
+    ref = env.claims.add(claim("a", "ua", "pod-1", [("vf", "0000-17-00-1")]))
+    env.cdi.write("ua", {"cdiVersion": "0.5.0", "kind": "left/over", "devices": []})
+    assert env.new_preparer().unprepare([ref]) == {"ua": ""}
+    assert list(env.cdi.root.iterdir()) == []
+
+
+def test_foreign_results_are_ignored_whatever_they_hold(tmp_path: Path) -> None:
+    """Another driver's result is never ours to judge: an unknown pool and device, admin access, a
+    share ID and a config our VfConfig schema would refuse change nothing for our device."""
+    drv = RecordingDriver()
+    env = Env(tmp_path, drv)
+    gpu = {
+        "request": "gpu",
+        "driver": "gpu.example.com",
+        "pool": "gpu-pool",
+        "device": "gpu-7",
+        "adminAccess": True,
+        "shareID": "5f0c2d8e-0000-4000-8000-000000000001",
+    }
+    gpu_config = {
+        "source": "FromClaim",
+        "requests": ["gpu"],
+        "opaque": {"driver": "gpu.example.com", "parameters": {"kind": "GpuConfig", "sharing": "mps"}},
+    }
+    mixed = env.claims.add(
+        claim("m", "um", "pod-1", [("vf", "0000-17-00-1")], [VF_CONFIG, gpu_config], [gpu])
+    )
+    only_gpu = env.claims.add(claim("g", "ug", "pod-2", [], [gpu_config], [gpu]))
+    out = env.preparer.prepare([mixed, only_gpu])
+
+    assert out["um"].error == "" and [d.device for d in out["um"].devices] == ["0000-17-00-1"]
+    assert [d["name"] for d in env.spec("um")["devices"]] == ["um-0000-17-00-1"]
+    assert [d.device for d in env.checkpoint.snapshot_claim("um").devices] == ["0000-17-00-1"]  # type: ignore[union-attr]
+    assert out["ug"].error == "" and out["ug"].devices == ()
+    assert env.spec("ug")["devices"] == [] and not env.cdi.exists("pod-2")
+    assert {c[1] for c in drv.calls} == {"0000:17:00.1"}
+    assert env.preparer.unprepare([mixed, only_gpu]) == {"um": "", "ug": ""}
+    assert list(env.cdi.root.iterdir()) == [] and env.checkpoint.snapshot_all() == []
+
+
 def test_claim_still_prepared_for_an_old_pod_is_refused_for_a_new_one(tmp_path: Path) -> None:
     env = Env(tmp_path)
     obj = claim("a", "ua", "pod-1", [("vf", "0000-17-00-1")])
