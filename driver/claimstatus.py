@@ -4,8 +4,9 @@ What `kubectl get resourceclaim -o yaml` shows a DRA user: one entry per Ready b
 attachment ID, shadow, source, PCI address and interface, a Ready condition, and, once the CNI
 shim has written the Pod's network-status, the interface's addresses. It is diagnostics only
 (spec 6.4): nothing on the CNI path reads it, and a failed write never fails a prepare or a
-release. Writes are full-object status updates guarded by resourceVersion; a conflict re-reads
-and re-merges with upstream's status-update backoff, and an unchanged list is never written.
+release. A write is one JSON Patch of status.devices guarded by a `test` of the resourceVersion
+read; a conflict re-reads and re-merges with upstream's status-update backoff, and an unchanged
+list is never written.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol
 
-from driver.apierrors import CONFLICT, ApiError
+from driver.apierrors import RETRYABLE_CONFLICTS, ApiError
 from driver.bindingrecord import READY, BindingRecord
 from driver.core.devicestatus import (
     DeviceReport,
@@ -45,8 +46,8 @@ CLAIM_NOT_FOUND: Final = "ClaimNotFound"
 class ClaimStatusApi(Protocol):
     def get_claim(self, namespace: str, name: str) -> Mapping[str, Any]: ...
 
-    def replace_claim_status(
-        self, namespace: str, name: str, body: Mapping[str, Any]
+    def patch_claim_status(
+        self, namespace: str, name: str, ops: list[dict[str, Any]]
     ) -> Mapping[str, Any]: ...
 
 
@@ -155,19 +156,26 @@ class DeviceStatusWriter:
             devices = wanted(claim)
             if devices == _devices(claim):
                 return False
-            status = dict(claim.get("status") or {})
-            status["devices"] = devices
+            version = meta.get("resourceVersion")
+            ops: list[dict[str, Any]] = [
+                {"op": "test", "path": "/metadata/resourceVersion", "value": version},
+                {"op": "add", "path": "/status/devices", "value": devices},
+            ]
             try:
-                self._api.replace_claim_status(namespace, name, {**claim, "status": status})
+                self._api.patch_claim_status(namespace, name, ops)
                 return True
             except ApiError as exc:
                 attempt += 1
-                if exc.status != CONFLICT or attempt == BACKOFF_STEPS:
+                if exc.status not in RETRYABLE_CONFLICTS or attempt == BACKOFF_STEPS:
                     raise
+                failure = exc
             self._sleep(conflict_delay(attempt - 1, self._rand()))
             claim = self._api.get_claim(namespace, name)
-            if (claim.get("metadata") or {}).get("uid") != uid:
+            meta = claim.get("metadata") or {}
+            if meta.get("uid") != uid:
                 return False  # the claim was replaced: these entries belong to no live claim
+            if meta.get("resourceVersion") == version:
+                raise failure  # not a lost race: the server refused the entries themselves
 
 
 def _devices(claim: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -63,7 +63,7 @@ DRIVER_RIGHTS: Final = (
     + _rights("get list watch create update patch delete", DRA, "resourceslices")
     + _rights("get list watch", DRA, "resourceclaims")
     + _rights("update patch", DRA, "resourceclaims", "status")
-    + _rights("associated-node:update", DRA, "resourceclaims", "driver")
+    + _rights("associated-node:update associated-node:patch", DRA, "resourceclaims", "driver")
     + _rights("get", DRA, "deviceclasses")
     + _rights("get list watch", POLICY, "sriovresourcepolicies", namespace=DRIVER_NAMESPACE)
     + _rights("get list watch", POLICY, "deviceattributes", namespace=DRIVER_NAMESPACE)

@@ -52,7 +52,8 @@ class DeviceReport:
 
 
 def desired_entry(report: DeviceReport, *, generation: int, now: str) -> dict[str, Any]:
-    """The status entry for `report`, with a Ready condition observed at the claim's `generation`."""
+    """The status entry for `report`, with a Ready condition observed at the claim's `generation`
+    (0 when the claim has none)."""
     size = len(json.dumps(report.data, separators=(",", ":")).encode())
     if size > DATA_LIMIT:
         raise fail(
@@ -71,11 +72,13 @@ def desired_entry(report: DeviceReport, *, generation: int, now: str) -> dict[st
                 "status": "True",
                 "reason": report.reason,
                 "message": report.message,
-                "observedGeneration": generation,
                 "lastTransitionTime": now,
             }
         ],
     }
+    if generation > 0:
+        # The API omits a zero observedGeneration; sending one would never read back equal.
+        entry["conditions"][0]["observedGeneration"] = generation
     if report.network:
         entry["networkData"] = dict(report.network)
     return entry

@@ -79,7 +79,7 @@ DRIVER_NEEDS: frozenset[Permission] = frozenset(
     | _each("get list watch create update patch delete", DRA, "resourceslices")
     | _each("get list watch", DRA, "resourceclaims")
     | _each("update patch", DRA, "resourceclaims", "status")
-    | _each("associated-node:update", DRA, "resourceclaims", "driver")
+    | _each("associated-node:update associated-node:patch", DRA, "resourceclaims", "driver")
     | _each("get", DRA, "deviceclasses")
     # Administrator policy objects, read from the driver's own namespace only.
     | _each("get list watch", POLICY, "sriovresourcepolicies", namespace=DRIVER_NAMESPACE)

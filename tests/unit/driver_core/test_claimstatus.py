@@ -27,9 +27,10 @@ class Claims:
             "status": {"devices": [copy.deepcopy(FOREIGN)]},
         }
         self.gets = 0
-        self.puts = 0
+        self.writes = 0
         self.deny = 0
-        self.race = 0  # a concurrent writer bumps the resourceVersion before each of our next PUTs
+        self.race = 0  # a concurrent writer bumps the resourceVersion before each of our next writes
+        self.invalid = False
 
     def get_claim(self, namespace, name):
         self.gets += 1
@@ -37,17 +38,26 @@ class Claims:
             raise ReasonedError("ClaimNotFound", "gone")
         return copy.deepcopy(self.claim)
 
-    def replace_claim_status(self, namespace, name, body):
-        self.puts += 1
+    def patch_claim_status(self, namespace, name, ops):
+        self.writes += 1
         if self.deny:
             self.deny -= 1
-            raise api_error(403, "PUT", "ResourceClaim ns/c status", "forbidden")
+            raise api_error(403, "PATCH", "ResourceClaim ns/c status", "forbidden")
         if self.race:
             self.race -= 1
             self._bump()
-        if body["metadata"]["resourceVersion"] != self.claim["metadata"]["resourceVersion"]:
-            raise api_error(409, "PUT", "ResourceClaim ns/c status", "conflict")
-        self.claim["status"] = copy.deepcopy(body["status"])
+        test, add = ops
+        assert (test["op"], test["path"], add["op"], add["path"]) == (
+            "test",
+            "/metadata/resourceVersion",
+            "add",
+            "/status/devices",
+        )
+        if test["value"] != self.claim["metadata"]["resourceVersion"]:
+            raise api_error(422, "PATCH", "ResourceClaim ns/c status", "test failed")
+        if self.invalid:
+            raise api_error(422, "PATCH", "ResourceClaim ns/c status", "field is immutable")
+        self.claim["status"]["devices"] = copy.deepcopy(add["value"])
         self._bump()
         return copy.deepcopy(self.claim)
 
@@ -95,13 +105,13 @@ def test_publish_writes_once_and_a_repeat_writes_nothing(api, clock):
     devices = api.claim["status"]["devices"]
     assert devices[0] == FOREIGN and [d["device"] for d in devices] == ["gpu-0", "vf-1"]
     assert w.publish(api.get_claim("ns", "c"), [REPORT]) is False
-    assert api.puts == 1
+    assert api.writes == 1
 
 
 def test_conflict_rereads_and_remerges_with_upstream_backoff(api, clock):
     api.race = 2
     assert writer(api, clock).publish(api.get_claim("ns", "c"), [REPORT]) is True
-    assert api.puts == 3 and api.gets == 3
+    assert api.writes == 3 and api.gets == 3
     assert clock.slept == pytest.approx([0.105, 0.21])
     assert clock.slept == [conflict_delay(0, 0.5), conflict_delay(1, 0.5)]
     assert [d["device"] for d in api.claim["status"]["devices"]] == ["gpu-0", "vf-1"]
@@ -111,8 +121,15 @@ def test_conflicts_give_up_after_the_bounded_steps(api, clock):
     api.race = 100
     with pytest.raises(ReasonedError) as err:
         writer(api, clock).publish(api.get_claim("ns", "c"), [REPORT])
-    assert err.value.reason == "Conflict" and api.puts == BACKOFF_STEPS
+    assert err.value.reason == "Invalid" and api.writes == BACKOFF_STEPS
     assert conflict_delay(10, 0.0) == 2.0
+
+
+def test_a_refused_write_is_not_retried_as_a_conflict(api, clock):
+    api.invalid = True
+    with pytest.raises(ReasonedError) as err:
+        writer(api, clock).publish(api.get_claim("ns", "c"), [REPORT])
+    assert err.value.reason == "Invalid" and api.writes == 1 and api.gets == 2
 
 
 def test_a_forbidden_write_backs_off_patient_callers_only(api, clock):
@@ -121,12 +138,12 @@ def test_a_forbidden_write_backs_off_patient_callers_only(api, clock):
     with pytest.raises(ReasonedError):
         w.publish(api.get_claim("ns", "c"), [REPORT])
     assert w.publish(api.get_claim("ns", "c"), [REPORT], patient=True) is False
-    assert api.puts == 1
+    assert api.writes == 1
     with pytest.raises(ReasonedError):  # kubelet's prepare always tries
         w.publish(api.get_claim("ns", "c"), [REPORT])
     clock.t += 10.0
     assert w.publish(api.get_claim("ns", "c"), [REPORT], patient=True) is True
-    assert api.puts == 3
+    assert api.writes == 3
 
 
 def test_withdraw_removes_only_our_entries_and_tolerates_a_missing_or_replaced_claim(api, clock):

@@ -55,6 +55,11 @@ def test_entry_has_data_and_a_ready_condition_at_the_claims_generation():
     }
 
 
+def test_a_claim_without_a_generation_gets_no_observed_generation():
+    (cond,) = desired_entry(report(), generation=0, now=T0)["conditions"]
+    assert "observedGeneration" not in cond
+
+
 def test_entry_carries_network_data_only_when_known():
     net = {"interfaceName": "dra0", "ips": ["192.0.2.5/32"]}
     assert desired_entry(report(network=net), generation=1, now=T0)["networkData"] == net
