@@ -13,7 +13,7 @@ API faults are injected on the wire by the fault proxy in front of the real apis
 boundaries (checkpoint writes, host/CDI cleanup) fail with EROFS on a read-only bind mount of
 their directory, made read-only while the proxy delays the API request just before the write,
 and are killed at the driver's named crash points; API boundaries are killed with SIGKILL while
-the proxy holds their request.
+the proxy holds their request, except the shadow Create, killed at its crash point just after it.
 """
 
 from __future__ import annotations
@@ -106,7 +106,8 @@ BOUNDARIES = (
         {"verb": "get", "resource": NADS, "name": "rail-a-net"},
         not_applicable=_READ_ONLY,
     ),
-    Boundary("shadow Create", PREPARE, {"verb": "create", "resource": NADS}),
+    # Its kill cell dies once the Create is applied, before the UID reaches the checkpoint.
+    Boundary("shadow Create", PREPARE, {"verb": "create", "resource": NADS}, crash_point="prepare-created"),
     Boundary(
         "UID persist",
         PREPARE,
