@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Final, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, Final
 from urllib.parse import quote
 
 from kubernetes import client, watch
@@ -26,10 +25,6 @@ VERSION = "v1alpha1"
 # Pod locks (and every later kubelet retry waiting on them) until TCP gives up. Bounded well
 # below kubelet's 45 s call deadline, so kubelet gets our reasoned "no response" error instead.
 REQUEST_TIMEOUT_S: Final = 15.0
-# Items per page of a paginated list: bounds what one response holds in memory (a shadow is
-# about 2.3 KiB of JSON) while keeping the number of round trips small.
-LIST_PAGE: Final = 500
-_T = TypeVar("_T")
 
 
 def _items(result: Any) -> list[dict[str, Any]]:
@@ -116,47 +111,6 @@ def _required(obj: dict[str, Any] | None, verb: str, what: str) -> dict[str, Any
     return obj
 
 
-def _pages(
-    api: client.ApiClient, path: str, what: str, query: list[tuple[str, str]], limit: int
-) -> Iterator[list[dict[str, Any]]]:
-    """A list read `limit` items at a time. Every page after the first is served at the first
-    page's resourceVersion, so the pages add up to one consistent snapshot; when that snapshot
-    is compacted away mid-list the API server answers 410 (ApiError status 410)."""
-    token = ""
-    while True:
-        paging = [("limit", str(limit)), *([("continue", token)] if token else [])]
-        page = _request(api, "GET", path, what, query=[*query, *paging])
-        if page is None:
-            raise ReasonedError(
-                "ResourceNotServed",
-                f"listing {what} failed with HTTP 404: the API server does not serve it; install its "
-                "CustomResourceDefinition",
-            )
-        yield _items(page)
-        token = str((page.get("metadata") or {}).get("continue") or "")
-        if not token:
-            return
-
-
-def _read_ahead(pages: Iterator[_T]) -> Iterator[_T]:
-    """`pages`, the next one already requested while the caller works on the current one, so our
-    decoding and checking overlap the API server's encoding of the next page."""
-    with ThreadPoolExecutor(1, thread_name_prefix="read-ahead") as pool:
-        pending = pool.submit(next, pages, None)
-        while (page := pending.result()) is not None:
-            pending = pool.submit(next, pages, None)
-            yield page
-
-
-def list_paginated(
-    api: client.ApiClient, path: str, what: str, query: list[tuple[str, str]], *, limit: int = LIST_PAGE
-) -> Iterator[dict[str, Any]]:
-    """Every item of a list as API JSON (one `json.loads` per page, no model conversion), read
-    page by page with one page of read-ahead: memory stays bounded by a few pages."""
-    for page in _read_ahead(_pages(api, path, what, query, limit)):
-        yield from page
-
-
 class KubePods:
     """Live Pod reads and JSON Patches (no update, no delete: the driver has no such rights)."""
 
@@ -224,23 +178,21 @@ class KubeNads:
 class KubeShadowLister:
     """Managed shadows of one node across all namespaces (spec 8.5), found by their labels."""
 
-    def __init__(self, api: client.ApiClient, *, page: int = LIST_PAGE) -> None:
-        self._api = api
+    def __init__(self, api: client.ApiClient) -> None:
         self._objs = client.CustomObjectsApi(api)
-        self._page = page
 
     @staticmethod
     def selector(node_uid: str) -> str:
         return f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{NODE_UID_LABEL}={node_uid}"
 
-    def list_shadows(self, node_uid: str) -> Iterator[dict[str, Any]]:
-        """Paginated; an ApiError with status 410 mid-way means: list again from the start."""
-        return list_paginated(
-            self._api,
-            "/apis/k8s.cni.cncf.io/v1/network-attachment-definitions",
-            "NetworkAttachmentDefinitions (managed shadows)",
-            [("labelSelector", self.selector(node_uid))],
-            limit=self._page,
+    def list_shadows(self, node_uid: str) -> list[dict[str, Any]]:
+        return _items(
+            self._objs.list_cluster_custom_object(
+                "k8s.cni.cncf.io",
+                "v1",
+                "network-attachment-definitions",
+                label_selector=self.selector(node_uid),
+            )
         )
 
     def watch_source(self, node_uid: str) -> tuple[str, Callable[..., Any], dict[str, Any]]:
