@@ -41,6 +41,8 @@ BACKOFF_CAP: Final = 2.0
 SHADOW_READY: Final = "ShadowReady"
 # KubeClaims' reason for a claim that no longer exists.
 CLAIM_NOT_FOUND: Final = "ClaimNotFound"
+DEVICE_STATUS_FORBIDDEN: Final = "DeviceStatusForbidden"
+_FORBIDDEN_FIELD: Final = "status.devices: Forbidden"
 
 
 class ClaimStatusApi(Protocol):
@@ -175,7 +177,21 @@ class DeviceStatusWriter:
             if meta.get("uid") != uid:
                 return False  # the claim was replaced: these entries belong to no live claim
             if meta.get("resourceVersion") == version:
-                raise failure  # not a lost race: the server refused the entries themselves
+                raise _explained(failure, namespace, name)  # not a lost race: the entries were refused
+
+
+def _explained(error: ApiError, namespace: str, name: str) -> ApiError:
+    """Kubernetes reports a missing per-driver status right as a field error (422), not a 403."""
+    if _FORBIDDEN_FIELD not in error.message:
+        return error
+    return ApiError(
+        DEVICE_STATUS_FORBIDDEN,
+        f"the API server refused this driver's status.devices entries of ResourceClaim {namespace}/"
+        f"{name}: the driver needs associated-node:patch on resourceclaims/driver (deploy/driver-rbac.yaml) "
+        "and a ServiceAccount token bound to a Pod on the claim's node, which the DaemonSet's own token "
+        "is; networking does not depend on this status",
+        status=error.status,
+    )
 
 
 def _devices(claim: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -2,6 +2,7 @@
 
 import copy
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ FOREIGN = {"driver": "gpu.nvidia.com", "pool": "node-0", "device": "gpu-0", "dat
 
 class Claims:
     def __init__(self):
-        self.claim = {
+        self.claim: dict[str, Any] = {
             "metadata": {
                 "namespace": "ns",
                 "name": "c",
@@ -30,11 +31,12 @@ class Claims:
         self.writes = 0
         self.deny = 0
         self.race = 0  # a concurrent writer bumps the resourceVersion before each of our next writes
-        self.invalid = False
+        self.invalid = ""
+        self.gone = False
 
     def get_claim(self, namespace, name):
         self.gets += 1
-        if self.claim is None:
+        if self.gone:
             raise ReasonedError("ClaimNotFound", "gone")
         return copy.deepcopy(self.claim)
 
@@ -56,7 +58,7 @@ class Claims:
         if test["value"] != self.claim["metadata"]["resourceVersion"]:
             raise api_error(422, "PATCH", "ResourceClaim ns/c status", "test failed")
         if self.invalid:
-            raise api_error(422, "PATCH", "ResourceClaim ns/c status", "field is immutable")
+            raise api_error(422, "PATCH", "ResourceClaim ns/c status", self.invalid)
         self.claim["status"]["devices"] = copy.deepcopy(add["value"])
         self._bump()
         return copy.deepcopy(self.claim)
@@ -125,11 +127,22 @@ def test_conflicts_give_up_after_the_bounded_steps(api, clock):
     assert conflict_delay(10, 0.0) == 2.0
 
 
-def test_a_refused_write_is_not_retried_as_a_conflict(api, clock):
-    api.invalid = True
+@pytest.mark.parametrize(
+    ("detail", "reason"),
+    [
+        ('status.allocation: Invalid value: "...": field is immutable', "Invalid"),
+        (
+            'status.devices: Forbidden: changing status.devices requires resource="resourceclaims/driver", '
+            'verb="[arbitrary-node:patch]" permission',
+            "DeviceStatusForbidden",
+        ),
+    ],
+)
+def test_a_refused_write_is_not_retried_as_a_conflict(api, clock, detail, reason):
+    api.invalid = detail
     with pytest.raises(ReasonedError) as err:
         writer(api, clock).publish(api.get_claim("ns", "c"), [REPORT])
-    assert err.value.reason == "Invalid" and api.writes == 1 and api.gets == 2
+    assert err.value.reason == reason and api.writes == 1 and api.gets == 2
 
 
 def test_a_forbidden_write_backs_off_patient_callers_only(api, clock):
@@ -154,5 +167,5 @@ def test_withdraw_removes_only_our_entries_and_tolerates_a_missing_or_replaced_c
     assert w.withdraw("ns", "c", "u1", ours) is True
     assert api.claim["status"]["devices"] == [FOREIGN]
     assert w.withdraw("ns", "c", "u1", ours) is False
-    api.claim = None
+    api.gone = True
     assert w.withdraw("ns", "c", "u1", ours) is False
