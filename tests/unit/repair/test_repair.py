@@ -7,11 +7,14 @@ import copy
 import json
 import threading
 import time
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 
+from driver.apierrors import ApiError, api_error
 from driver.events import BindingReporter, EventRecorder, InvolvedObject
-from driver.metrics import DriverMetrics
+from driver.metrics import CountingSlices, DriverMetrics
 from driver.repair import BACKING_OFF, RepairWorker, backoff, jittered
 from sriov_contract.keys import PROTECTION_FINALIZER, REGISTRY_ANNOTATION
 from sriov_contract.registry import parse_registry
@@ -243,6 +246,76 @@ def test_reason_labels_are_bounded() -> None:
         if "reason" in sample.labels
     }
     assert len(labels) == 65 and "Other" in labels
+
+
+def test_counting_slices_count_each_forwarded_write_and_no_failed_one() -> None:
+    class Slices:
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, str]] = []
+
+        def list(self) -> list[dict[str, Any]]:
+            return [{"metadata": {"name": "s0"}}]
+
+        def create(self, body: Mapping[str, Any]) -> None:
+            self.calls.append(("create", body["metadata"]["name"]))
+
+        def replace(self, name: str, body: Mapping[str, Any]) -> None:
+            if name == "refused":
+                raise api_error(409, "update", f"ResourceSlice {name}")
+            self.calls.append(("replace", name))
+
+        def delete(self, name: str) -> None:
+            self.calls.append(("delete", name))
+
+    metrics, inner = DriverMetrics(), Slices()
+    slices = CountingSlices(inner, metrics)
+    assert slices.list() == [{"metadata": {"name": "s0"}}]
+    slices.create({"metadata": {"name": "s1"}})
+    slices.replace("s0", {})
+    slices.replace("s0", {})
+    with pytest.raises(ApiError):
+        slices.replace("refused", {})
+    slices.delete("s1")
+    assert inner.calls == [("create", "s1"), ("replace", "s0"), ("replace", "s0"), ("delete", "s1")]
+    written = {
+        op: metrics.registry.get_sample_value("sriov_dra_resourceslice_writes_total", {"operation": op})
+        for op in ("create", "replace", "delete")
+    }
+    assert written == {"create": 1, "replace": 2, "delete": 1}
+
+
+def test_api_errors_are_counted_by_status_and_other_failures_are_not(env: Env) -> None:
+    metrics = DriverMetrics()
+    env.service._observer = BindingReporter(None, metrics)
+    _pod, ref = env.pod_with_claim([VF1], [vf_config(netAttachDefName="rail-a")])
+    env.api.fail("patch", "pods", Fault(403))
+    assert env.prepare(ref).error.startswith("AccessDenied:")
+    metrics.failure("repair", "ShadowDeletionPending")  # no API status: not an API error
+    samples = {
+        sample.labels["status"]: sample.value
+        for family in metrics.registry.collect()
+        for sample in family.samples
+        if sample.name == "sriov_dra_api_errors_total"
+    }
+    assert samples == {"403": 1}
+    assert (
+        metrics.registry.get_sample_value(
+            "sriov_dra_failures_total", {"operation": "prepare", "reason": "AccessDenied"}
+        )
+        == 1
+    )
+
+
+def test_every_repair_pass_is_timed(env: Env) -> None:
+    prepared(env)
+    ticks = iter([100.0, 100.25, 200.0, 200.5])
+    metrics = DriverMetrics()
+    w = worker(env, metrics=metrics, clock=lambda: next(ticks))
+    w.run_once()
+    w.run_once()
+    assert metrics.registry.get_sample_value("sriov_dra_repair_duration_seconds_count") == 2
+    assert metrics.registry.get_sample_value("sriov_dra_repair_duration_seconds_sum") == 0.75
+    assert metrics.registry.get_sample_value("sriov_dra_repair_duration_seconds_bucket", {"le": "0.25"}) == 1
 
 
 def test_jitter_and_backoff_are_bounded() -> None:
