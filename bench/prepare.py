@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -35,7 +35,9 @@ from bench.common import standalone, summary
 from driver import cdi, checkpoint, kube, main, vfdriver
 from driver.config import MULTUS, Config
 from driver.discovery import DRIVER_NAME
+from tests.bed.apiobjects import items_of
 from tests.bed.bed import TestBed
+from tests.bed.claims import allocated_claim, claim_ref, custom_objects
 from tests.bed.fakenode import FakeNode, load_topology_file
 from tests.bed.tools import ToolSet
 from tests.bed.waiting import wait_for
@@ -122,10 +124,6 @@ def instrumented() -> Iterator[PhaseClock]:
             setattr(owner, attr, original)
 
 
-def _objs(bed: TestBed) -> client.CustomObjectsApi:
-    return client.CustomObjectsApi(bed.api_client)
-
-
 def _namespace(bed: TestBed, prefix: str) -> str:
     return bed.create_namespace(f"{prefix}-{secrets.token_hex(3)}")
 
@@ -174,62 +172,25 @@ def setup_objects(bed: TestBed, node: FakeNode, policy_ns: str, workload_ns: str
 
 
 def advertised(bed: TestBed) -> int:
-    slices = _objs(bed).list_cluster_custom_object(
+    slices = custom_objects(bed).list_cluster_custom_object(
         "resource.k8s.io",
         "v1",
         "resourceslices",
         field_selector=f"spec.nodeName={bed.node_name},spec.driver={DRIVER_NAME}",
     )
-    return sum(len(s["spec"].get("devices") or []) for s in cast(dict[str, Any], slices)["items"])
-
-
-def allocate(bed: TestBed, ns: str, device_class: str, name: str, count: int) -> tuple[str, str, str]:
-    """A claim of `count` VFs and a Pod using it, allocated and reserved by the real scheduler."""
-    claim = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": name},
-        "spec": {
-            "devices": {
-                "requests": [{"name": "vf", "exactly": {"deviceClassName": device_class, "count": count}}]
-            }
-        },
-    }
-    _objs(bed).create_namespaced_custom_object("resource.k8s.io", "v1", ns, "resourceclaims", claim)
-    pod = {
-        "metadata": {"name": name},
-        "spec": {
-            "containers": [
-                {"name": "c", "image": "registry.invalid/none:0", "resources": {"claims": [{"name": "vfs"}]}}
-            ],
-            "resourceClaims": [{"name": "vfs", "resourceClaimName": name}],
-        },
-    }
-    client.CoreV1Api(bed.api_client).create_namespaced_pod(ns, client.V1Pod.model_validate(pod))
-
-    def reserved() -> tuple[str, str, str] | None:
-        c = cast(
-            dict[str, Any],
-            _objs(bed).get_namespaced_custom_object("resource.k8s.io", "v1", ns, "resourceclaims", name),
-        )
-        status = c.get("status") or {}
-        return (
-            (ns, name, c["metadata"]["uid"])
-            if status.get("allocation") and status.get("reservedFor")
-            else None
-        )
-
-    return wait_for(reserved, 120, what=f"claim {ns}/{name} ({count} VFs) allocated and reserved")
+    return sum(len(s["spec"].get("devices") or []) for s in items_of(slices))
 
 
 def discard(bed: TestBed, ns: str, name: str) -> None:
     """Without a kubelet nothing ends the Pod: force it out, delete the claim, wait for its VFs."""
     client.CoreV1Api(bed.api_client).delete_namespaced_pod(name, ns, grace_period_seconds=0)
-    _objs(bed).delete_namespaced_custom_object("resource.k8s.io", "v1", ns, "resourceclaims", name)
+    custom_objects(bed).delete_namespaced_custom_object("resource.k8s.io", "v1", ns, "resourceclaims", name)
 
     def gone() -> bool:
         try:
-            _objs(bed).get_namespaced_custom_object("resource.k8s.io", "v1", ns, "resourceclaims", name)
+            custom_objects(bed).get_namespaced_custom_object(
+                "resource.k8s.io", "v1", ns, "resourceclaims", name
+            )
         except ApiException as exc:
             if exc.status == 404:
                 return True
@@ -279,7 +240,11 @@ def measure(bed: TestBed, work: Path, sizes: Sequence[int], repeats: int) -> dic
                 runs: dict[str, list[dict[str, float]]] = {"prepare": [], "unprepare": []}
                 for i in range(repeats):
                     name = f"c{size}-{i}"
-                    ref = allocate(bed, workload_ns, device_class, name, size)
+                    ref = claim_ref(
+                        allocated_claim(
+                            bed, workload_ns, device_class, name, count=size, pod_name=name, timeout=120
+                        )
+                    )
                     for op, call in (("prepare", kubelet.prepare), ("unprepare", kubelet.unprepare)):
                         start = time.perf_counter()
                         answer = call([ref])

@@ -6,9 +6,10 @@ import logging
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from driver.kubeletplugin.server import KubeletPlugin
 
 log = logging.getLogger("sriov-dra-driver")
+# A click-decorated command function.
+FC = TypeVar("FC", bound=Callable[..., Any])
 
 
 def run(cfg: Config, stop: threading.Event) -> None:
@@ -145,23 +148,27 @@ def _report_registration(plugin: KubeletPlugin, registry_dir: Path) -> None:
         )
 
 
+def _path_option(flag: str, field: str, envvar: str, default: str) -> Callable[[FC], FC]:
+    return click.option(flag, field, envvar=envvar, default=default, type=click.Path(path_type=Path))
+
+
 @click.command(context_settings={"auto_envvar_prefix": None, "show_default": True})
 @click.option("--node-name", envvar="NODE_NAME", default="", help="node to manage")
 @click.option("--namespace", envvar="NAMESPACE", default="dra-driver-sriov", help="namespace of policies")
-@click.option("--cdi-root", envvar="CDI_ROOT", default="/var/run/cdi", type=click.Path(path_type=Path))
-@click.option(
+@_path_option("--cdi-root", "cdi_root", "CDI_ROOT", "/var/run/cdi")
+@_path_option(
     "--kubelet-registrar-directory-path",
-    envvar="KUBELET_REGISTRAR_DIRECTORY_PATH",
-    default="/var/lib/kubelet/plugins_registry",
-    type=click.Path(path_type=Path),
+    "registrar_dir",
+    "KUBELET_REGISTRAR_DIRECTORY_PATH",
+    "/var/lib/kubelet/plugins_registry",
 )
-@click.option(
+@_path_option(
     "--kubelet-plugins-directory-path",
-    envvar="KUBELET_PLUGINS_DIRECTORY_PATH",
-    default="/var/lib/kubelet/plugins",
-    type=click.Path(path_type=Path),
+    "plugins_dir",
+    "KUBELET_PLUGINS_DIRECTORY_PATH",
+    "/var/lib/kubelet/plugins",
 )
-@click.option("--sysfs-root", envvar="SYSFS_ROOT", default="/sys", type=click.Path(path_type=Path))
+@_path_option("--sysfs-root", "sysfs_root", "SYSFS_ROOT", "/sys")
 @click.option(
     "--configuration-mode", envvar="CONFIGURATION_MODE", default="STANDALONE", help="STANDALONE or MULTUS"
 )
@@ -174,20 +181,8 @@ def cli(**opts: Any) -> None:
     """The SR-IOV DRA kubelet plugin."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        cfg = Config(
-            node_name=opts["node_name"],
-            namespace=opts["namespace"],
-            cdi_root=opts["cdi_root"],
-            registrar_dir=opts["kubelet_registrar_directory_path"],
-            plugins_dir=opts["kubelet_plugins_directory_path"],
-            sysfs_root=opts["sysfs_root"],
-            configuration_mode=opts["configuration_mode"],
-            multus_auto_attach=opts["multus_auto_attach"],
-            healthcheck_port=opts["healthcheck_port"],
-            kubeconfig=opts["kubeconfig"],
-            repair_interval=opts["repair_interval"],
-            metrics_port=opts["metrics_port"],
-        )
+        # Each option's parameter name is a Config field, so Config validates them all in one place.
+        cfg = Config(**opts)
         stop = threading.Event()
 
         def on_signal(_sig: int, _frame: FrameType | None) -> None:

@@ -48,21 +48,24 @@ class HealthServer:
         self._server.start()
 
     def healthy(self) -> bool:
-        try:
-            reg = pluginregistration_v1_pb2
-            _call(
-                str(self._paths.registration_socket),
+        reg, dra = pluginregistration_v1_pb2, dra_v1beta1_pb2
+        probes = (
+            (
+                self._paths.registration_socket,
                 "/pluginregistration.Registration/GetInfo",
                 reg.InfoRequest(),
                 reg.PluginInfo,
-            )
-            dra = dra_v1beta1_pb2
-            _call(
-                str(self._paths.dra_socket),
+            ),
+            (
+                self._paths.dra_socket,
                 "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/NodePrepareResources",
                 dra.NodePrepareResourcesRequest(),
                 dra.NodePrepareResourcesResponse,
-            )
+            ),
+        )
+        try:
+            for socket, method, request, response in probes:
+                _call(str(socket), method, request, response)
         except grpc.RpcError:
             return False
         return True

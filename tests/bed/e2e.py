@@ -3,22 +3,19 @@
 Everything is real except the hardware: the bed's API server, controller-manager and scheduler,
 ``sriov-dra-driver`` with auto-attach registered with the simulated kubelet over its real unix
 sockets, ``cni-shim`` installed as the node's CNI (thick, with ``cni-shim-daemon`` and live
-reads, when that is built), ``plugins/sriov`` on the fake node's veth VFs with real whereabouts,
+reads, or thin), ``plugins/sriov`` on the fake node's veth VFs with real whereabouts,
 and ptp + host-local as the cluster network.
 
 Used by ``scripts/demo.py`` (``make demo``) and ``tests/e2e``::
 
-    with Stack(bed, features, thick=...) as stack:
+    with Stack(bed, thick=...) as stack:
         result = run_pairs(stack)          # apply, schedule, prepare, ADD, observe, check, tear down
-
-Product pieces that are not built yet (:class:`Features`) turn into SKIP checks that say why.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-import importlib.util
 import json
 import os
 import shutil
@@ -30,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import netaddr
 import yaml
@@ -41,6 +38,7 @@ from cni_shim import launcher
 from sriov_contract import keys
 from sriov_contract.errors import ReasonedError
 from tests.bed import bootstrap, processes
+from tests.bed.apiobjects import as_object, items_of
 from tests.bed.bed import TestBed
 from tests.bed.fakenode import FakeNode
 from tests.bed.kubelet_sim import Cnitool, PodRecord, SimulatedKubelet
@@ -53,6 +51,7 @@ from tests.support.cni import (
     load_two_rail,
     make_cni_bin_dir,
     ns_links,
+    ptp_host_local,
 )
 from tests.support.gpu import GPU_DRIVER, gpu_slice
 from tests.support.kubelet import FakeKubelet, wait_for_socket
@@ -73,50 +72,6 @@ POD_START_TIMEOUT = 120.0
 CLEANUP_TIMEOUT = 90.0
 
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
-
-
-def as_dict(answer: object) -> dict[str, Any]:
-    """The Kubernetes client types custom-object answers as ``object``; they are JSON objects."""
-    return cast(dict[str, Any], answer)
-
-
-def items(answer: object) -> list[dict[str, Any]]:
-    return cast(list[dict[str, Any]], as_dict(answer)["items"])
-
-
-# -- which product pieces exist -------------------------------------------------------------------
-
-
-def _placeholder(script: str) -> str:
-    """Why console script ``script`` cannot run yet, or "" when it is a real program."""
-    exe = BIN / script
-    if not exe.exists():
-        return f"{script} is not installed (run 'make venv')"
-    out = subprocess.run(
-        [str(exe), "--help"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
-    text = (out.stderr or out.stdout).strip()
-    return text.splitlines()[-1] if "not implemented yet" in text else ""
-
-
-@dataclass(frozen=True)
-class Features:
-    """Each field is "" when that piece is built, otherwise the exact reason it is missing."""
-
-    managed: str
-    thick: str
-
-    @classmethod
-    def detect(cls) -> Features:
-        managed = ""
-        if importlib.util.find_spec("driver.managed") is None:
-            managed = "driver managed bindings (driver.managed, --multus-auto-attach) are not built yet"
-        return cls(managed=managed, thick=_placeholder("cni-shim-daemon"))
 
 
 # -- results --------------------------------------------------------------------------------------
@@ -341,13 +296,8 @@ class Process:
 class Stack:
     """Fake node, RBAC, whereabouts, CNI config, driver, (daemon) and kubelet for one bed."""
 
-    def __init__(
-        self, bed: TestBed, features: Features, *, thick: bool, say: Callable[[str], None] = lambda s: None
-    ) -> None:
-        if thick and features.thick:
-            raise ReasonedError("ThickModeMissing", features.thick)
+    def __init__(self, bed: TestBed, *, thick: bool, say: Callable[[str], None] = lambda s: None) -> None:
         self.bed = bed
-        self.features = features
         self.thick = thick
         self.say = say
         self.api = bed.api_client
@@ -453,16 +403,7 @@ class Stack:
                 {
                     "cniVersion": "1.0.0",
                     "name": "podnet",
-                    "plugins": [
-                        {
-                            "type": "ptp",
-                            "ipam": {
-                                "type": "host-local",
-                                "subnet": POD_SUBNET,
-                                "dataDir": str(self.run / "host-local"),
-                            },
-                        }
-                    ],
+                    "plugins": [ptp_host_local(POD_SUBNET, self.run / "host-local")],
                 },
                 indent=2,
             )
@@ -499,10 +440,7 @@ class Stack:
         return {**self.fake_node.env(), "SRIOV_CNI_DATA_DIR": str(self.run / "sriov-data")}
 
     def _start_driver(self) -> None:
-        self.say(
-            "Starting sriov-dra-driver (MULTUS mode"
-            + (", auto-attach)" if not self.features.managed else ")")
-        )
+        self.say("Starting sriov-dra-driver (MULTUS mode, auto-attach)")
         for d in (self.plugins_dir, self.registry_dir, self.run / "cdi"):
             d.mkdir(parents=True, exist_ok=True)
         env = {
@@ -515,7 +453,7 @@ class Stack:
             "SYSFS_ROOT": str(self.fake_node.sysfs_root),
             "KUBECONFIG": str(self.bed.kubeconfig_for("driver")),
             "CONFIGURATION_MODE": "MULTUS",
-            "MULTUS_AUTO_ATTACH": "false" if self.features.managed else "true",
+            "MULTUS_AUTO_ATTACH": "true",
         }
         self.driver = Process([str(BIN / "sriov-dra-driver")], env, self.run / "driver.log")
 
@@ -596,15 +534,17 @@ class Stack:
         self, group: str, version: str, plural: str, *, namespace: str | None = None, **query: Any
     ) -> list[dict[str, Any]]:
         if namespace is None:
-            return items(self.objects.list_cluster_custom_object(group, version, plural, **query))
-        return items(self.objects.list_namespaced_custom_object(group, version, namespace, plural, **query))
+            return items_of(self.objects.list_cluster_custom_object(group, version, plural, **query))
+        return items_of(
+            self.objects.list_namespaced_custom_object(group, version, namespace, plural, **query)
+        )
 
     def get_object(
         self, group: str, version: str, plural: str, name: str, *, namespace: str | None = None
     ) -> dict[str, Any]:
         if namespace is None:
-            return as_dict(self.objects.get_cluster_custom_object(group, version, plural, name))
-        return as_dict(self.objects.get_namespaced_custom_object(group, version, namespace, plural, name))
+            return as_object(self.objects.get_cluster_custom_object(group, version, plural, name))
+        return as_object(self.objects.get_namespaced_custom_object(group, version, namespace, plural, name))
 
     def apply(self, docs: Sequence[Mapping[str, Any]]) -> None:
         self.bed.apply(docs)
@@ -1046,7 +986,7 @@ def daemon_answers(stack: Stack, command: str, pod: str) -> int:
 def check_cni_mode(stack: Stack, obs: Observed, since: int) -> Check:
     name = "CNI runs thick: cni-shim hands ADD to cni-shim-daemon, which reads the Pod live"
     if not stack.thick:
-        return Check(name, SKIP, stack.features.thick or "thin mode was chosen for this run")
+        return Check(name, SKIP, "thin mode was chosen for this run")
     meta = obs.pod["metadata"]
     pod = f"{meta['namespace']}/{meta['name']}"
     adds = daemon_answers(stack, "ADD", pod)
@@ -1188,20 +1128,9 @@ def spec_checks(stack: Stack, run: Running, obs: Observed, *, gpus: int, vfs: in
     return checks
 
 
-def missing_product(stack: Stack, result: Result) -> bool:
-    if stack.features.managed:
-        result.checks.append(
-            Check("managed bindings: shadows, selections, rail IPAM", SKIP, stack.features.managed)
-        )
-        return True
-    return False
-
-
 def run_workload(stack: Stack, workload: Workload, *, gpus: int, vfs: int) -> Result:
     """Apply, start the Pod, observe and check it, delete it, check the teardown, remove the objects."""
     result = Result(workload.name, "thick" if stack.thick else "thin", timings=dict(stack.timings))
-    if missing_product(stack, result):
-        return result
     sources = apply_workload(stack, workload)
     try:
         run = start_pod(stack, workload, workload.pod, sources)
@@ -1240,3 +1169,19 @@ def applied(stack: Stack, workload: Workload) -> Iterator[dict[str, tuple[str, s
         yield sources
     finally:
         remove_workload(stack, workload)
+
+
+@contextlib.contextmanager
+def running_pairs(stack: Stack) -> Iterator[Running]:
+    """The pairs workload's Pod running for the duration of a block; after it the Pod is deleted as
+    a user would, and anything the teardown checks find left behind fails the block."""
+    pairs = pairs_workload(stack.fake_node, stack.whereabouts_ipam())
+    with applied(stack, pairs) as sources:
+        run = start_pod(stack, pairs, pairs.pod, sources)
+        try:
+            yield run
+        finally:
+            refs = stop_pod(stack, pairs.pod)
+        after_teardown = teardown_checks(stack, pairs, refs)
+        if any(c.status != PASS for c in after_teardown):
+            raise ReasonedError("TeardownIncomplete", render_checks(after_teardown))

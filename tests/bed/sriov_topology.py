@@ -62,19 +62,26 @@ class Topology:
 
 
 @dataclass(frozen=True)
-class NetFunction:
-    """What a PF and a VF share: one PCI network function with a netdev on a rail."""
+class PciFunction:
+    """What every simulated device has: its address, the root and NUMA node it sits under, its
+    IDs and the driver bound at start."""
 
     pci: str
-    netdev: str
-    mac: str
     pcie_root: str
     numa: int
-    rail: str
-    subnet: str
     vendor: str
     device: str
     driver: str
+
+
+@dataclass(frozen=True)
+class NetFunction(PciFunction):
+    """What a PF and a VF share: a network function with a netdev on a rail."""
+
+    netdev: str
+    mac: str
+    rail: str
+    subnet: str
 
 
 @dataclass(frozen=True)
@@ -93,14 +100,8 @@ class PfRecord(NetFunction):
 
 
 @dataclass(frozen=True)
-class GpuRecord:
+class GpuRecord(PciFunction):
     name: str
-    pci: str
-    pcie_root: str
-    numa: int
-    vendor: str
-    device: str
-    driver: str
 
 
 @dataclass(frozen=True)
@@ -299,7 +300,16 @@ def plan_node(topology: Topology, prefix: str) -> NodePlan:
                 )
             )
         gpus.extend(
-            GpuRecord(g.name, g.bdf, pcie_root, root.numa, g.vendor, g.device, g.driver) for g in root.gpus
+            GpuRecord(
+                pci=g.bdf,
+                pcie_root=pcie_root,
+                numa=root.numa,
+                vendor=g.vendor,
+                device=g.device,
+                driver=g.driver,
+                name=g.name,
+            )
+            for g in root.gpus
         )
     plan = NodePlan(prefix, f"fakesriov-{prefix}", tuple(pfs), tuple(gpus), device_paths, bridge_paths)
     too_long = [n for n in plan.link_names() if len(n.encode()) > IFNAMSIZ]

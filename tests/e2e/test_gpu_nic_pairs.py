@@ -19,29 +19,20 @@ from tests.bed import e2e
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
 
 
-def _require(*missing: str) -> None:
-    reasons = [m for m in missing if m]
-    if reasons:
-        pytest.skip("; ".join(reasons))
-
-
 class Stacks:
     """One stack at a time: two drivers or two kubelets on the same node would fight over it."""
 
     def __init__(self, testbed, tool_dirs) -> None:
         self.testbed, self.tool_dirs = testbed, tool_dirs
         self.current: e2e.Stack | None = None
-        # Detected here, not at import: collecting the tests must not run the console scripts.
-        self.features = e2e.Features.detect()
 
     def get(self, *, thick: bool) -> e2e.Stack:
-        _require(self.features.managed, self.features.thick if thick else "")
         for component in ("plugins", "whereabouts", "cnitool"):
             self.tool_dirs.require(component)
         if self.current is not None and self.current.thick != thick:
             self.close()
         if self.current is None:
-            stack = e2e.Stack(self.testbed, self.features, thick=thick)
+            stack = e2e.Stack(self.testbed, thick=thick)
             stack.__enter__()
             self.current = stack
         return self.current
@@ -122,35 +113,28 @@ def _shadow_ids(obs: e2e.Observed) -> set[tuple[str, str, str]]:
 
 def test_recreated_sandbox_keeps_shadows_and_selections_without_a_new_prepare(thick_stack) -> None:
     stack = thick_stack
-    pairs = e2e.pairs_workload(stack.fake_node, stack.whereabouts_ipam())
-    with e2e.applied(stack, pairs) as sources:
-        run = e2e.start_pod(stack, pairs, pairs.pod, sources)
-        try:
-            before = run.observe()
-            old_netns = stack.sandbox(before.uid).sandbox.netns
-            old_id = stack.sandbox(before.uid).sandbox.container_id
-            prepare_calls = stack.kubelet.prepare_calls
-            record = stack.kubelet.recreate_sandbox(before.uid)
-            after = run.observe()
-            assert record.sandbox.netns != old_netns
-            # the shim cached the new attachment under the ID cnitool (libcni) gave it, the old one is gone
-            cached = {p.name for p in (stack.run / "shim-cache").iterdir()}
-            assert record.sandbox.container_id in cached and old_id not in cached, cached
-            assert old_netns not in _netns_names()
-            assert _shadow_ids(after) == _shadow_ids(before) and len(before.shadows) == 2
-            assert _selections(after) == _selections(before)
-            assert [(r.request, r.vf_pci, r.shadow_nad, r.interface) for r in after.rows] == [
-                (r.request, r.vf_pci, r.shadow_nad, r.interface) for r in before.rows
-            ]
-            assert e2e.check_addresses(stack, after).status == e2e.PASS, e2e.check_addresses(stack, after)
-            # no new prepare: kubelet made no NodePrepareResources call and the checkpoint is unchanged
-            # (the driver's repair worker may still read the claim on its own schedule)
-            assert stack.kubelet.prepare_calls == prepare_calls
-            assert set(stack.checkpoint_claims()) == {before.claim["metadata"]["uid"]}
-        finally:
-            refs = e2e.stop_pod(stack, pairs.pod)
-        after_teardown = e2e.teardown_checks(stack, pairs, refs)
-        assert all(c.status == e2e.PASS for c in after_teardown), e2e.render_checks(after_teardown)
+    with e2e.running_pairs(stack) as run:
+        before = run.observe()
+        old_netns = stack.sandbox(before.uid).sandbox.netns
+        old_id = stack.sandbox(before.uid).sandbox.container_id
+        prepare_calls = stack.kubelet.prepare_calls
+        record = stack.kubelet.recreate_sandbox(before.uid)
+        after = run.observe()
+        assert record.sandbox.netns != old_netns
+        # the shim cached the new attachment under the ID cnitool (libcni) gave it, the old one is gone
+        cached = {p.name for p in (stack.run / "shim-cache").iterdir()}
+        assert record.sandbox.container_id in cached and old_id not in cached, cached
+        assert old_netns not in _netns_names()
+        assert _shadow_ids(after) == _shadow_ids(before) and len(before.shadows) == 2
+        assert _selections(after) == _selections(before)
+        assert [(r.request, r.vf_pci, r.shadow_nad, r.interface) for r in after.rows] == [
+            (r.request, r.vf_pci, r.shadow_nad, r.interface) for r in before.rows
+        ]
+        assert e2e.check_addresses(stack, after).status == e2e.PASS, e2e.check_addresses(stack, after)
+        # no new prepare: kubelet made no NodePrepareResources call and the checkpoint is unchanged
+        # (the driver's repair worker may still read the claim on its own schedule)
+        assert stack.kubelet.prepare_calls == prepare_calls
+        assert set(stack.checkpoint_claims()) == {before.claim["metadata"]["uid"]}
 
 
 def _netns_names() -> set[str]:

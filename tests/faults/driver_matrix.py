@@ -29,10 +29,10 @@ from typing import Any
 from driver.crashpoints import CRASH_ENV
 from sriov_contract.keys import PROTECTION_FINALIZER
 from tests.bed import faultproxy
+from tests.bed.claims import allocated_claim
 from tests.bed.waiting import wait_for
 from tests.integration.managed.test_managed_bindings import (
     NADS,
-    claim_and_pod,
     pod_networks,
     release_workloads,
     shadows,
@@ -98,8 +98,20 @@ class Boundary:
 
 _READ_ONLY = frozenset({"409", "422"})  # a GET answers neither
 
+# The API requests that several boundaries fault, or that arm a local write after them.
+SHADOW_CREATE = {"verb": "create", "resource": NADS}
+POD_PATCH = {"verb": "patch", "resource": "pods"}
+SHADOW_PATCH = {"verb": "patch", "resource": NADS}
+
+
+def _local_write(
+    name: str, stage: str, crash_point: str, local_dir: str, armed_by: dict[str, Any] | None = None
+) -> Boundary:
+    return Boundary(name, stage, crash_point=crash_point, local_dir=local_dir, armed_by=armed_by or {})
+
+
 BOUNDARIES = (
-    Boundary("checkpoint write (Pending)", PREPARE, crash_point="prepare-pending", local_dir=CHECKPOINT_DIR),
+    _local_write("checkpoint write (Pending)", PREPARE, "prepare-pending", CHECKPOINT_DIR),
     Boundary(
         "source NAD read",
         PREPARE,
@@ -107,52 +119,20 @@ BOUNDARIES = (
         not_applicable=_READ_ONLY,
     ),
     # Its kill cell dies once the Create is applied, before the UID reaches the checkpoint.
-    Boundary("shadow Create", PREPARE, {"verb": "create", "resource": NADS}, crash_point="prepare-created"),
-    Boundary(
-        "UID persist",
-        PREPARE,
-        crash_point="prepare-shadow",
-        local_dir=CHECKPOINT_DIR,
-        armed_by={"verb": "create", "resource": NADS},
-    ),
-    Boundary("Pod patch (selections)", PREPARE, {"verb": "patch", "resource": "pods"}),
-    Boundary(
-        "Ready write",
-        PREPARE,
-        crash_point="prepare-pod",
-        local_dir=CHECKPOINT_DIR,
-        armed_by={"verb": "patch", "resource": "pods"},
-    ),
-    Boundary(
-        "checkpoint write (Deleting)", UNPREPARE, crash_point="unprepare-deleting", local_dir=CHECKPOINT_DIR
-    ),
+    Boundary("shadow Create", PREPARE, SHADOW_CREATE, crash_point="prepare-created"),
+    _local_write("UID persist", PREPARE, "prepare-shadow", CHECKPOINT_DIR, SHADOW_CREATE),
+    Boundary("Pod patch (selections)", PREPARE, POD_PATCH),
+    _local_write("Ready write", PREPARE, "prepare-pod", CHECKPOINT_DIR, POD_PATCH),
+    _local_write("checkpoint write (Deleting)", UNPREPARE, "unprepare-deleting", CHECKPOINT_DIR),
     # A DELETE is never answered 422: its only body is DeleteOptions with a UID precondition.
     Boundary(
         "shadow Delete", UNPREPARE, {"verb": "delete", "resource": NADS}, not_applicable=frozenset({"422"})
     ),
-    Boundary("selection removal", UNPREPARE, {"verb": "patch", "resource": "pods"}),
-    Boundary(
-        "host/CDI cleanup",
-        UNPREPARE,
-        crash_point="unprepare-withdrawn",
-        local_dir=CDI_DIR,
-        armed_by={"verb": "patch", "resource": "pods"},
-    ),
-    Boundary(
-        "ReleaseComplete write",
-        UNPREPARE,
-        crash_point="unprepare-hardware",
-        local_dir=CHECKPOINT_DIR,
-        armed_by={"verb": "patch", "resource": "pods"},
-    ),
-    Boundary("finalizer patch", UNPREPARE, {"verb": "patch", "resource": NADS}),
-    Boundary(
-        "checkpoint delete",
-        UNPREPARE,
-        crash_point="unprepare-finalized",
-        local_dir=CHECKPOINT_DIR,
-        armed_by={"verb": "patch", "resource": NADS},
-    ),
+    Boundary("selection removal", UNPREPARE, POD_PATCH),
+    _local_write("host/CDI cleanup", UNPREPARE, "unprepare-withdrawn", CDI_DIR, POD_PATCH),
+    _local_write("ReleaseComplete write", UNPREPARE, "unprepare-hardware", CHECKPOINT_DIR, POD_PATCH),
+    Boundary("finalizer patch", UNPREPARE, SHADOW_PATCH),
+    _local_write("checkpoint delete", UNPREPARE, "unprepare-finalized", CHECKPOINT_DIR, SHADOW_PATCH),
 )
 ROWS = tuple(b.name for b in BOUNDARIES)
 
@@ -203,7 +183,7 @@ class DriverMatrix:
     def run(self, boundary: Boundary, column: str) -> str:
         """Run one cell; returns "" on PASS, else what went wrong."""
         self._count += 1
-        claim = claim_and_pod(self.testbed, self.ns, self.cls, f"c{self._count}")
+        claim = allocated_claim(self.testbed, self.ns, self.cls, f"c{self._count}")
         try:
             if boundary.stage == UNPREPARE:
                 self._expect_ok(self._prepare, claim, "the prepare before the unprepare fault")

@@ -84,6 +84,17 @@ def _rail(tmp_path: Path) -> dict[str, Any]:
     }
 
 
+def _flaky(state: Path, fault: dict[str, Any]) -> dict[str, Any]:
+    """A delegate network whose `faulty` plugin injects `fault`, counting calls in `state`."""
+    return {
+        "cniVersion": "1.0.0",
+        "name": "flaky",
+        "type": "faulty",
+        "stateFile": str(state),
+        "faults": [fault],
+    }
+
+
 def _record(fault_matrix, row: str, column: str) -> None:
     fault_matrix.table(TITLE, ROWS, COLUMNS)
     # A lost cache only matters to the DEL that needs it; ADD writes a fresh one.
@@ -133,13 +144,7 @@ def test_delegate_failure_mid_add_rolls_back_and_the_retry_succeeds(
     ns = netns()
     ipam = tmp_path / "ipam"
     state = tmp_path / "faulty.json"
-    flaky = {
-        "cniVersion": "1.0.0",
-        "name": "flaky",
-        "type": "faulty",
-        "stateFile": str(state),
-        "faults": [{"command": "ADD", "call": 1, "mode": "fail", "code": 11, "msg": "injected"}],
-    }
+    flaky = _flaky(state, {"command": "ADD", "call": 1, "mode": "fail", "code": 11, "msg": "injected"})
     net_dir = _shim_conflist(tmp_path, [_cluster(tmp_path), flaky])
 
     add = run_cnitool(cnitool, ["add", "shimnet", ns], net_dir=net_dir, bin_dir=shim_bin)
@@ -196,13 +201,7 @@ def test_daemon_killed_mid_add_then_the_runtime_del_and_retry_converge(
     ns, cid, args = netns(), "f00d", pod_args("ns", "p")
     ipam, cache, state = tmp_path / "ipam", tmp_path / "cache", tmp_path / "faulty.json"
     daemon = cni_daemon({"cniDir": str(cache), "binDir": str(thick_bin)}, kube=False)
-    hanging = {
-        "cniVersion": "1.0.0",
-        "name": "flaky",
-        "type": "faulty",
-        "stateFile": str(state),
-        "faults": [{"command": "ADD", "call": 1, "mode": "hang", "seconds": 30}],
-    }
+    hanging = _flaky(state, {"command": "ADD", "call": 1, "mode": "hang", "seconds": 30})
     conf = shim_conf(daemon, delegates=[_cluster(tmp_path), hanging])
 
     def calls() -> dict[str, int]:
@@ -280,13 +279,7 @@ def test_a_failing_delegate_del_still_releases_the_others_and_the_retry_converge
     failed delegate's DEL repeated from the cache; without it the retry finds no cache."""
     ns = netns()
     ipam, state = tmp_path / "ipam", tmp_path / "faulty.json"
-    flaky = {
-        "cniVersion": "1.0.0",
-        "name": "flaky",
-        "type": "faulty",
-        "stateFile": str(state),
-        "faults": [{"command": "DEL", "call": 1, "mode": "fail", "code": 11, "msg": "injected"}],
-    }
+    flaky = _flaky(state, {"command": "DEL", "call": 1, "mode": "fail", "code": 11, "msg": "injected"})
     net_dir = _shim_conflist(tmp_path, [_cluster(tmp_path), flaky])
     conflist = net_dir / "10-shim.conflist"
     conf = json.loads(conflist.read_text())

@@ -98,6 +98,11 @@ def fake_node(tmp_path: Path) -> Iterator[FakeNode]:
         node.down()
 
 
+def ptp_host_local(subnet: str, data_dir: Path) -> dict[str, Any]:
+    """A pod network plugin entry: ptp, host-local IPAM keeping its allocations in `data_dir`."""
+    return {"type": "ptp", "ipam": {"type": "host-local", "subnet": subnet, "dataDir": str(data_dir)}}
+
+
 def ns_links(netns_path: str) -> dict[str, Any]:
     """Links (with ``addr_info``) inside a named netns, keyed by name, as ``ip -j addr`` shows them."""
     name = netns_path.rsplit("/", 1)[1]

@@ -190,17 +190,21 @@ def cni_daemon(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Calla
         daemon.cleanup()
 
 
-@pytest.fixture
-def thick_bin(tmp_path: Path, cni_bin_dir: Path) -> Path:
-    """The test plugins plus `cni-shim`; the recorder also stands in for `sriov` (no VF here)."""
-    out = tmp_path / "bin"
+def shim_bin_dir(out: Path, plugins: Path, shim_name: str) -> Path:
+    """The test plugins plus `cni-shim` as `shim_name`; the recorder also stands in for `sriov`
+    (there is no VF here)."""
     out.mkdir()
-    for entry in cni_bin_dir.iterdir():
+    for entry in plugins.iterdir():
         if entry.name != "sriov":
             (out / entry.name).symlink_to(entry)
-    (out / "sriov").symlink_to(cni_bin_dir / "recorder")
-    (out / "cni-shim").symlink_to(SHIM)
+    (out / "sriov").symlink_to(plugins / "recorder")
+    (out / shim_name).symlink_to(SHIM)
     return out
+
+
+@pytest.fixture
+def thick_bin(tmp_path: Path, cni_bin_dir: Path) -> Path:
+    return shim_bin_dir(tmp_path / "bin", cni_bin_dir, "cni-shim")
 
 
 def shim_conf(daemon: DaemonProc | Path, **extra: Any) -> dict[str, Any]:

@@ -17,13 +17,14 @@ import pytest
 from kubernetes import client
 
 from sriov_contract import keys
-from tests.support.cni import run_cni
-from tests.support.cni_shim import managed_shadow, registry_annotation
+from tests.bed.apiobjects import annotations_of, as_object
+from tests.bed.bed import TestBed
+from tests.bed.cni_objects import NAD_API, bind_by_hand, create_nad, create_pod
+from tests.support.cni import ptp_host_local, run_cni
+from tests.support.cni_daemon import shim_bin_dir
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
 
-SHIM = Path(__file__).resolve().parents[3] / ".venv" / "bin" / "cni-shim"
-NAD = ("k8s.cni.cncf.io", "v1", "network-attachment-definitions")
 CNI_USER = "cni-shim"
 CNI_RULES = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
@@ -33,37 +34,15 @@ CNI_RULES = [
 
 
 @pytest.fixture(scope="module")
-def cni_kubeconfig(testbed) -> Path:
+def cni_kubeconfig(testbed: TestBed) -> Path:
     testbed.grant(CNI_USER, CNI_RULES)
     return testbed.kubeconfig_for("cni")
 
 
 @pytest.fixture
 def shim_bin(tmp_path: Path, cni_bin_dir: Path) -> Path:
-    """Plugins plus the shim as `multus`; the recorder also stands in for `sriov` (no VF here)."""
-    out = tmp_path / "bin"
-    out.mkdir()
-    for entry in cni_bin_dir.iterdir():
-        if entry.name != "sriov":
-            (out / entry.name).symlink_to(entry)
-    (out / "sriov").symlink_to(cni_bin_dir / "recorder")
-    (out / "multus").symlink_to(SHIM)
-    return out
-
-
-def _create_pod(api, ns: str, name: str, node: str, annotations: dict[str, str]) -> dict[str, Any]:
-    body = {
-        "metadata": {"name": name, "annotations": annotations},
-        "spec": {"nodeName": node, "containers": [{"name": "main", "image": "registry.invalid/none:0"}]},
-    }
-    pod = client.CoreV1Api(api).create_namespaced_pod(ns, client.V1Pod.model_validate(body))
-    return api.sanitize_for_serialization(pod)
-
-
-def _create_nad(api, ns: str, body: dict[str, Any]) -> dict[str, Any]:
-    body = {"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition", **body}
-    body["metadata"] = {k: v for k, v in body["metadata"].items() if k not in ("uid", "namespace")}
-    return client.CustomObjectsApi(api).create_namespaced_custom_object(*NAD[:2], ns, NAD[2], body)
+    """The shim installed as `multus`, Multus's own binary name."""
+    return shim_bin_dir(tmp_path / "bin", cni_bin_dir, "multus")
 
 
 def _conf(tmp_path: Path, kubeconfig: Path, log: Path) -> dict[str, Any]:
@@ -79,14 +58,7 @@ def _conf(tmp_path: Path, kubeconfig: Path, log: Path) -> dict[str, Any]:
                 "cniVersion": "1.0.0",
                 "name": "podnet",
                 "plugins": [
-                    {
-                        "type": "ptp",
-                        "ipam": {
-                            "type": "host-local",
-                            "subnet": "10.78.0.0/24",
-                            "dataDir": str(tmp_path / "ipam"),
-                        },
-                    },
+                    ptp_host_local("10.78.0.0/24", tmp_path / "ipam"),
                     {"type": "tuning", "sysctl": {"net.ipv4.conf.all.log_martians": "1"}},
                 ],
             }
@@ -118,22 +90,14 @@ def test_add_reads_live_guards_shadow_writes_status_and_del_survives_deletion(
     api = testbed.api_client
     ns = k8s_namespace
     log = tmp_path / "sriov-calls.jsonl"
-    side = _create_nad(
+    side = create_nad(
         api,
         ns,
         {
             "metadata": {"name": "side"},
             "spec": {
                 "config": json.dumps(
-                    {
-                        "cniVersion": "1.0.0",
-                        "type": "ptp",
-                        "ipam": {
-                            "type": "host-local",
-                            "subnet": "10.79.0.0/24",
-                            "dataDir": str(tmp_path / "ipam"),
-                        },
-                    }
+                    {"cniVersion": "1.0.0", **ptp_host_local("10.79.0.0/24", tmp_path / "ipam")}
                 )
             },
         },
@@ -145,10 +109,9 @@ def test_add_reads_live_guards_shadow_writes_status_and_del_survives_deletion(
         "device": veth,
         "ipam": {"type": "static", "addresses": [{"address": "192.0.2.20/24"}]},
     }
-    _create_nad(api, ns, {"metadata": {"name": "hd"}, "spec": {"config": json.dumps(hd_config)}})
-    pod = _create_pod(api, ns, "workload", testbed.node_name, {})
+    create_nad(api, ns, {"metadata": {"name": "hd"}, "spec": {"config": json.dumps(hd_config)}})
+    pod = create_pod(api, ns, "workload", testbed.node_name, {})
     uid = pod["metadata"]["uid"]
-    # The driver's work, done by hand: a protected shadow owned by the Pod, plus the Pod's selections.
     sriov_conf = json.dumps(
         {
             "cniVersion": "1.0.0",
@@ -159,23 +122,8 @@ def test_add_reads_live_guards_shadow_writes_status_and_del_survives_deletion(
         },
         separators=(",", ":"),
     )
-    shadow = managed_shadow(
-        namespace=ns, pod_name="workload", pod_uid=uid, node=testbed.node_name, config=sriov_conf
-    )
-    created = _create_nad(api, ns, shadow["nad"])
-    shadow["entry"]["uid"] = created["metadata"]["uid"]
-    selections = [{"name": "side"}, {"name": "hd"}, shadow["selection"]]
-    client.CoreV1Api(api).patch_namespaced_pod(
-        "workload",
-        ns,
-        {
-            "metadata": {
-                "annotations": {
-                    keys.NETWORKS_ANNOTATION: json.dumps(selections),
-                    keys.REGISTRY_ANNOTATION: registry_annotation(uid, [shadow["entry"]]),
-                }
-            }
-        },
+    shadow, _ = bind_by_hand(
+        api, pod, testbed.node_name, sriov_conf, manual=[{"name": "side"}, {"name": "hd"}]
     )
     conf = _conf(tmp_path, cni_kubeconfig, log)
     sandbox = netns()
@@ -189,7 +137,7 @@ def test_add_reads_live_guards_shadow_writes_status_and_del_survives_deletion(
     assert calls[0]["stdin"]["deviceID"] == "0000:03:00.1"
 
     live = client.CoreV1Api(api).read_namespaced_pod("workload", ns)
-    status = json.loads(live.metadata.annotations[keys.NETWORK_STATUS_ANNOTATION])
+    status = json.loads(annotations_of(live)[keys.NETWORK_STATUS_ANNOTATION])
     assert [(s["name"], s.get("interface"), s.get("default", False)) for s in status] == [
         ("podnet", "eth0", True),
         (f"{ns}/side", "net1", False),
@@ -209,12 +157,12 @@ def test_add_reads_live_guards_shadow_writes_status_and_del_survives_deletion(
     # Everything goes: Pod, source NAD; the shadow stays Terminating behind its finalizer.
     client.CoreV1Api(api).delete_namespaced_pod("workload", ns, grace_period_seconds=0)
     objs = client.CustomObjectsApi(api)
-    objs.delete_namespaced_custom_object(*NAD[:2], ns, NAD[2], "side")
-    objs.delete_namespaced_custom_object(*NAD[:2], ns, NAD[2], "hd")
-    objs.delete_namespaced_custom_object(*NAD[:2], ns, NAD[2], shadow["name"])
-    assert objs.get_namespaced_custom_object(*NAD[:2], ns, NAD[2], shadow["name"])["metadata"][
-        "deletionTimestamp"
-    ]
+    objs.delete_namespaced_custom_object(*NAD_API[:2], ns, NAD_API[2], "side")
+    objs.delete_namespaced_custom_object(*NAD_API[:2], ns, NAD_API[2], "hd")
+    objs.delete_namespaced_custom_object(*NAD_API[:2], ns, NAD_API[2], shadow["name"])
+    assert as_object(objs.get_namespaced_custom_object(*NAD_API[:2], ns, NAD_API[2], shadow["name"]))[
+        "metadata"
+    ]["deletionTimestamp"]
     mark = testbed.audit.mark()
     rm = _shim(shim_bin, "DEL", conf, "live1", sandbox, _args(ns, "workload", uid))
     assert rm.returncode == 0, rm.stdout + rm.stderr
@@ -227,7 +175,7 @@ def test_add_reads_live_guards_shadow_writes_status_and_del_survives_deletion(
     assert subprocess.run(["ip", "link", "show", veth], capture_output=True, check=False).returncode == 0
     # release the shadow as the driver would
     objs.patch_namespaced_custom_object(
-        *NAD[:2], ns, NAD[2], shadow["name"], {"metadata": {"finalizers": None}}
+        *NAD_API[:2], ns, NAD_API[2], shadow["name"], {"metadata": {"finalizers": None}}
     )
 
 
@@ -241,7 +189,7 @@ def test_pod_not_found_is_an_empty_success_and_uid_mismatch_fails(
     assert gone.json["ips"] == [{"address": "0.0.0.0/0", "gateway": "0.0.0.0"}]
     assert not (tmp_path / "cache" / "nf1").exists()
 
-    _create_pod(testbed.api_client, k8s_namespace, "p2", testbed.node_name, {})
+    create_pod(testbed.api_client, k8s_namespace, "p2", testbed.node_name, {})
     wrong = _shim(
         shim_bin,
         "ADD",
@@ -258,7 +206,7 @@ def test_missing_nad_and_forbidden_reads_fail_visibly(
     testbed, k8s_namespace, cni_kubeconfig, shim_bin, netns, tmp_path
 ):
     api = testbed.api_client
-    pod = _create_pod(api, k8s_namespace, "p3", testbed.node_name, {keys.NETWORKS_ANNOTATION: "absent"})
+    pod = create_pod(api, k8s_namespace, "p3", testbed.node_name, {keys.NETWORKS_ANNOTATION: "absent"})
     conf = _conf(tmp_path, cni_kubeconfig, tmp_path / "log")
     sandbox = netns()
     out = _shim(shim_bin, "ADD", conf, "m1", sandbox, _args(k8s_namespace, "p3", pod["metadata"]["uid"]))

@@ -10,10 +10,11 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.support.cni import run_cni, run_cnitool
+from tests.support.cni import ptp_host_local, run_cni, run_cnitool
 
 pytestmark = pytest.mark.netns
 
@@ -38,7 +39,7 @@ def _ip(netns: str, *args: str) -> str:
     ).stdout
 
 
-def _shim_conflist(tmp_path: Path, delegates: list[dict], version: str = "1.1.0") -> Path:
+def _shim_conflist(tmp_path: Path, delegates: list[dict[str, Any]], version: str = "1.1.0") -> Path:
     net_dir = tmp_path / "net.d"
     net_dir.mkdir(exist_ok=True)
     conf = {
@@ -59,15 +60,27 @@ def _shim_conflist(tmp_path: Path, delegates: list[dict], version: str = "1.1.0"
     return net_dir
 
 
-def _cluster(tmp_path: Path) -> dict:
+def _multus_conf(
+    tmp_path: Path, shim_bin: Path, delegates: list[dict[str, Any]], **extra: Any
+) -> dict[str, Any]:
+    """A Multus-style conf (the shim as `multus`) with its delegates inline, as stdin of a direct call."""
+    return {
+        "cniVersion": "1.0.0",
+        "name": "shimnet",
+        "type": "multus",
+        "cniDir": str(tmp_path / "cache"),
+        "binDir": str(shim_bin),
+        **extra,
+        "delegates": delegates,
+    }
+
+
+def _cluster(tmp_path: Path) -> dict[str, Any]:
     return {
         "cniVersion": "1.0.0",
         "name": "podnet",
         "plugins": [
-            {
-                "type": "ptp",
-                "ipam": {"type": "host-local", "subnet": "10.77.0.0/24", "dataDir": str(tmp_path / "ipam")},
-            },
+            ptp_host_local("10.77.0.0/24", tmp_path / "ipam"),
             {
                 "type": "tuning",
                 "capabilities": {"mac": True},
@@ -144,7 +157,7 @@ def test_failed_add_rolls_back_real_plugins(tmp_path, shim_bin, netns, cnitool):
 def test_recorder_sees_sorted_stdin_per_delegate_env_and_reverse_del(tmp_path, shim_bin, netns):
     ns = netns()
     log = tmp_path / "calls.jsonl"
-    delegates = [
+    delegates: list[dict[str, Any]] = [
         {
             "cniVersion": "1.0.0",
             "name": "first",
@@ -161,15 +174,12 @@ def test_recorder_sees_sorted_stdin_per_delegate_env_and_reverse_del(tmp_path, s
             "alpha": 12345678901234567890,
         },
     ]
-    conf = {
-        "cniVersion": "1.0.0",
-        "name": "shimnet",
-        "type": "multus",
-        "cniDir": str(tmp_path / "cache"),
-        "binDir": str(shim_bin),
-        "runtimeConfig": {"mac": "02:00:00:00:00:aa", "io.kubernetes.cri.pod-annotations": {"a": "b"}},
-        "delegates": delegates,
-    }
+    conf = _multus_conf(
+        tmp_path,
+        shim_bin,
+        delegates,
+        runtimeConfig={"mac": "02:00:00:00:00:aa", "io.kubernetes.cri.pod-annotations": {"a": "b"}},
+    )
     args = "IgnoreUnknown=1;K8S_POD_NAMESPACE=ns;K8S_POD_NAME=p;K8S_POD_INFRA_CONTAINER_ID=sb;K8S_POD_UID=u1"
     add = run_cni(
         "multus", "ADD", conf, bin_dir=shim_bin, container_id="rec1", netns=ns, ifname="eth0", cni_args=args
@@ -209,22 +219,14 @@ def test_recorder_stdin_bytes_are_sorted_and_lossless(tmp_path, shim_bin, netns)
         f'cat > {dump}; echo \'{{"cniVersion":"1.0.0"}}\'\n'
     )
     script.chmod(0o755)
-    conf = {
+    raw = {
         "cniVersion": "1.0.0",
-        "name": "shimnet",
-        "type": "multus",
-        "cniDir": str(tmp_path / "cache"),
-        "binDir": str(shim_bin),
-        "delegates": [
-            {
-                "cniVersion": "1.0.0",
-                "name": "raw",
-                "type": "rawdump",
-                "z": {"b": 1, "a": 2},
-                "big": 12345678901234567890,
-            }
-        ],
+        "name": "raw",
+        "type": "rawdump",
+        "z": {"b": 1, "a": 2},
+        "big": 12345678901234567890,
     }
+    conf = _multus_conf(tmp_path, shim_bin, [raw])
     add = run_cni("multus", "ADD", conf, bin_dir=shim_bin, container_id="raw1", netns=netns(), ifname="eth0")
     assert add.returncode == 0, add.stdout
     assert dump.read_bytes() == (

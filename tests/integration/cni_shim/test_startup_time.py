@@ -16,7 +16,9 @@ import pytest
 from kubernetes import client
 
 from cni_shim import launcher
-from tests.integration.cni_shim.test_live_api import CNI_RULES, CNI_USER, SHIM
+from tests.bed.apiobjects import uid_of
+from tests.integration.cni_shim.test_live_api import CNI_RULES, CNI_USER
+from tests.support.cni_daemon import SHIM
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns, pytest.mark.slow]
 
@@ -88,7 +90,7 @@ def test_version_and_full_add_medians(testbed, k8s_namespace, cni_bin_dir, netns
             "CNI_NETNS": sandbox,
             "CNI_IFNAME": "lo",
             "CNI_PATH": str(cni_bin_dir),
-            "CNI_ARGS": f"IgnoreUnknown=1;K8S_POD_NAMESPACE={k8s_namespace};K8S_POD_NAME=bench;K8S_POD_UID={pod.metadata.uid}",
+            "CNI_ARGS": f"IgnoreUnknown=1;K8S_POD_NAMESPACE={k8s_namespace};K8S_POD_NAME=bench;K8S_POD_UID={uid_of(pod)}",
         }
 
         def add_then_del(binary=binary, env=env):

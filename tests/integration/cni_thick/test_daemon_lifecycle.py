@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from tests.bed.apiobjects import name_of
+from tests.bed.cni_objects import create_pod
 from tests.bed.waiting import wait_for
-from tests.integration.cni_shim.test_live_api import _create_pod
 from tests.support.cni_daemon import DAEMON_USER, pod_args, run_shim, shim_conf
 
 CID = "c0ffee"
@@ -127,7 +128,7 @@ def test_add_recovers_a_missing_uid_live_and_del_after_pod_deletion_reads_nothin
         {"cniDir": str(tmp_path / "cache"), "binDir": str(thick_bin), "liveNetworkConfigOnAdd": True}
     )
     conf = shim_conf(daemon, delegates=[_recorder(log)])
-    pod = _create_pod(testbed.api_client, ns, "gone-soon", testbed.node_name, {})
+    pod = create_pod(testbed.api_client, ns, "gone-soon", testbed.node_name, {})
     add = run_shim(thick_bin, "ADD", conf, CID, pod_args(ns, "gone-soon"))  # the runtime sent no UID
     assert add.returncode == 0, add.stdout
     (logged,) = [e for e in daemon.logs() if e.get("msg") == "ADD ok"]
@@ -136,7 +137,7 @@ def test_add_recovers_a_missing_uid_live_and_del_after_pod_deletion_reads_nothin
     core = client.CoreV1Api(testbed.api_client)
     core.delete_namespaced_pod("gone-soon", ns, grace_period_seconds=0)
     wait_for(
-        lambda: not any(p.metadata.name == "gone-soon" for p in core.list_namespaced_pod(ns).items),
+        lambda: not any(name_of(p) == "gone-soon" for p in core.list_namespaced_pod(ns).items),
         30,
         what="the Pod to be gone",
     )

@@ -15,10 +15,10 @@ import pytest
 from kubernetes import client
 
 from sriov_contract import keys
+from tests.bed.apiobjects import annotations_of, meta
+from tests.bed.cni_objects import bind_by_hand, create_nad, create_pod
 from tests.bed.waiting import wait_for
-from tests.integration.cni_shim.test_live_api import _create_nad, _create_pod
 from tests.support.cni_daemon import DAEMON_USER, pod_args, run_shim, shim_conf
-from tests.support.cni_shim import managed_shadow, registry_annotation
 
 pytestmark = [pytest.mark.integration]
 
@@ -35,7 +35,7 @@ def _stale_setup(testbed, ns: str, cni_daemon, thick_bin: Path, tmp_path: Path, 
         {"cniDir": str(tmp_path / "cache"), "binDir": str(thick_bin), "liveNetworkConfigOnAdd": live}
     )
     api = testbed.api_client
-    pod = _create_pod(api, ns, "workload", testbed.node_name, {})
+    pod = create_pod(api, ns, "workload", testbed.node_name, {})
     key = f"{ns}/workload"
     old_version = wait_for(
         lambda: daemon.informers()["pod"].get(key), 20, what=f"the daemon's Pod informer to see {key}"
@@ -54,24 +54,8 @@ def _stale_setup(testbed, ns: str, cni_daemon, thick_bin: Path, tmp_path: Path, 
         },
         separators=(",", ":"),
     )
-    shadow = managed_shadow(
-        namespace=ns, pod_name="workload", pod_uid=uid, node=testbed.node_name, config=sriov_conf
-    )
-    created = _create_nad(api, ns, shadow["nad"])
-    shadow["entry"]["uid"] = created["metadata"]["uid"]
-    patched = client.CoreV1Api(api).patch_namespaced_pod(
-        "workload",
-        ns,
-        {
-            "metadata": {
-                "annotations": {
-                    keys.NETWORKS_ANNOTATION: json.dumps([shadow["selection"]]),
-                    keys.REGISTRY_ANNOTATION: registry_annotation(uid, [shadow["entry"]]),
-                }
-            }
-        },
-    )
-    assert patched.metadata.resource_version != old_version
+    shadow, patched = bind_by_hand(api, pod, testbed.node_name, sriov_conf)
+    assert meta(patched).resource_version != old_version
     conf = shim_conf(
         daemon,
         delegates=[{"cniVersion": "1.0.0", "name": "podnet", "type": "recorder", "logFile": str(log)}],
@@ -136,11 +120,8 @@ def test_live_reads_run_the_sriov_delegate_despite_stale_informers(
     assert logged["uid"] == uid
     assert logged["ifname"] == "eth0"
 
-    status = json.loads(
-        client.CoreV1Api(testbed.api_client)
-        .read_namespaced_pod("workload", ns)
-        .metadata.annotations[keys.NETWORK_STATUS_ANNOTATION]
-    )
+    live = client.CoreV1Api(testbed.api_client).read_namespaced_pod("workload", ns)
+    status = json.loads(annotations_of(live)[keys.NETWORK_STATUS_ANNOTATION])
     assert [s["name"] for s in status] == ["podnet", f"{ns}/{shadow['name']}"]
     rm = run_shim(thick_bin, "DEL", conf, "stale1", pod_args(ns, "workload", uid))
     assert rm.returncode == 0, rm.stdout
@@ -187,8 +168,8 @@ def test_a_failed_live_read_fails_the_add_and_never_falls_back_to_the_cache(
     api = testbed.api_client
     log = tmp_path / "calls.jsonl"
     recorder = {"cniVersion": "1.0.0", "type": "recorder", "logFile": str(log)}
-    _create_nad(api, ns, {"metadata": {"name": "side"}, "spec": {"config": json.dumps(recorder)}})
-    pod = _create_pod(api, ns, "p", testbed.node_name, {keys.NETWORKS_ANNOTATION: "side"})
+    create_nad(api, ns, {"metadata": {"name": "side"}, "spec": {"config": json.dumps(recorder)}})
+    pod = create_pod(api, ns, "p", testbed.node_name, {keys.NETWORKS_ANNOTATION: "side"})
     daemon = cni_daemon(
         {
             "cniDir": str(tmp_path / "cache"),

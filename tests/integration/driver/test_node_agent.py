@@ -3,6 +3,7 @@ with the fake kubelet dialing its real unix sockets."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import secrets
@@ -17,7 +18,11 @@ import pytest
 import yaml
 from kubernetes import client
 
+from tests.bed.apiobjects import items_of
+from tests.bed.bed import TestBed
+from tests.bed.claims import allocated_claim, claim_ref, custom_objects
 from tests.bed.waiting import wait_for
+from tests.support.kubelet import KubeletDirs
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
 
@@ -50,22 +55,22 @@ def driver_crds(testbed) -> None:
     ]
     testbed.apply(docs)
     ext = client.ApiextensionsV1Api(testbed.api_client)
+
+    def established(name: str) -> bool:
+        status = ext.read_custom_resource_definition(name).status
+        conditions = (status.conditions if status else None) or []
+        return any(c.type == "Established" and c.status == "True" for c in conditions)
+
     for doc in docs:
-        wait_for(
-            lambda d=doc: any(
-                c.type == "Established" and c.status == "True"
-                for c in ext.read_custom_resource_definition(d["metadata"]["name"]).status.conditions or []
-            ),
-            30,
-            what=f"CRD {doc['metadata']['name']} established",
-        )
+        name = doc["metadata"]["name"]
+        wait_for(functools.partial(established, name), 30, what=f"CRD {name} established")
     testbed.grant(testbed.user_of("driver"), DRIVER_RULES)
 
 
 class Agent:
     """One sriov-dra-driver process; restartable with the same directories."""
 
-    def __init__(self, testbed, namespace: str, sysfs: Path, dirs) -> None:
+    def __init__(self, testbed: TestBed, namespace: str, sysfs: Path, dirs: KubeletDirs) -> None:
         self.dirs = dirs
         self.log = dirs.root / "driver.log"
         self.env = {
@@ -117,7 +122,7 @@ def agent(testbed, driver_crds, k8s_namespace, fake_node, kubelet_dirs) -> Itera
     a.stop()
     # Slices outlive the process (the Node owns them); the next test starts from none.
     for s in node_slices(testbed):
-        objs(testbed).delete_cluster_custom_object(
+        custom_objects(testbed).delete_cluster_custom_object(
             "resource.k8s.io", "v1", "resourceslices", s["metadata"]["name"]
         )
     for f in sorted(kubelet_dirs.cdi.glob("*")):
@@ -126,10 +131,6 @@ def agent(testbed, driver_crds, k8s_namespace, fake_node, kubelet_dirs) -> Itera
 
 
 # -- API helpers ---------------------------------------------------------------------------------
-
-
-def objs(testbed):
-    return client.CustomObjectsApi(testbed.api_client)
 
 
 def put_policy(testbed, ns: str, name: str, spec: dict[str, Any]) -> None:
@@ -158,16 +159,18 @@ def put_attributes(testbed, ns: str, name: str, labels: dict[str, str], attribut
     )
 
 
-def node_slices(testbed) -> list[dict[str, Any]]:
-    return objs(testbed).list_cluster_custom_object(
-        "resource.k8s.io",
-        "v1",
-        "resourceslices",
-        field_selector=f"spec.nodeName={testbed.node_name},spec.driver={DRIVER}",
-    )["items"]
+def node_slices(testbed: TestBed) -> list[dict[str, Any]]:
+    return items_of(
+        custom_objects(testbed).list_cluster_custom_object(
+            "resource.k8s.io",
+            "v1",
+            "resourceslices",
+            field_selector=f"spec.nodeName={testbed.node_name},spec.driver={DRIVER}",
+        )
+    )
 
 
-def published(testbed) -> dict[str, dict[str, Any]]:
+def published(testbed: TestBed) -> dict[str, dict[str, Any]]:
     return {
         d["name"]: d.get("attributes") or {}
         for s in node_slices(testbed)
@@ -176,7 +179,7 @@ def published(testbed) -> dict[str, dict[str, Any]]:
 
 
 def wait_published(testbed, predicate, what: str, timeout: float = 30) -> dict[str, dict[str, Any]]:
-    def check():
+    def check() -> tuple[dict[str, dict[str, Any]]] | None:
         p = published(testbed)
         return (p,) if predicate(p) else None  # wrapped: an empty dict is a valid, falsy answer
 
@@ -253,11 +256,11 @@ def test_slices_follow_policies_and_survive_deletion(agent, testbed, k8s_namespa
     )
 
     # withdraw everything but rail-a: devices with an empty policy attribute set must disappear too
-    objs(testbed).delete_namespaced_custom_object(
+    custom_objects(testbed).delete_namespaced_custom_object(
         DRIVER, "v1alpha1", k8s_namespace, "sriovresourcepolicies", "all"
     )
     wait_published(testbed, lambda p: set(p) == rail_a_names, "only rail-a advertised")
-    objs(testbed).delete_namespaced_custom_object(
+    custom_objects(testbed).delete_namespaced_custom_object(
         DRIVER, "v1alpha1", k8s_namespace, "deviceattributes", "rail-a"
     )
     # the selector still matches nothing-but-valid: attributes are cleared, devices stay
@@ -271,7 +274,7 @@ def test_slices_follow_policies_and_survive_deletion(agent, testbed, k8s_namespa
     put_policy(testbed, k8s_namespace, "all", {"configs": [{}]})
     wait_published(testbed, lambda p: set(p) == vf_names(fake_node), "every VF advertised again")
     for s in node_slices(testbed):
-        objs(testbed).delete_cluster_custom_object(
+        custom_objects(testbed).delete_cluster_custom_object(
             "resource.k8s.io", "v1", "resourceslices", s["metadata"]["name"]
         )
     wait_published(testbed, lambda p: set(p) == vf_names(fake_node), "slices recreated after deletion")
@@ -321,55 +324,10 @@ def device_class(testbed) -> Iterator[str]:
         ]
     )
     yield name
-    objs(testbed).delete_cluster_custom_object("resource.k8s.io", "v1", "deviceclasses", name)
+    custom_objects(testbed).delete_cluster_custom_object("resource.k8s.io", "v1", "deviceclasses", name)
 
 
-def allocated_claim(testbed, ns: str, device_class: str, name: str, count: int = 1) -> dict[str, Any]:
-    """Create a claim and a Pod using it; let the real scheduler allocate and reserve it."""
-    api = objs(testbed)
-    api.create_namespaced_custom_object(
-        "resource.k8s.io",
-        "v1",
-        ns,
-        "resourceclaims",
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaim",
-            "metadata": {"name": name},
-            "spec": {
-                "devices": {
-                    "requests": [{"name": "vf", "exactly": {"deviceClassName": device_class, "count": count}}]
-                }
-            },
-        },
-    )
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": f"pod-{name}"},
-        "spec": {
-            "containers": [
-                {"name": "c", "image": "registry.invalid/none:0", "resources": {"claims": [{"name": "vfs"}]}}
-            ],
-            "resourceClaims": [{"name": "vfs", "resourceClaimName": name}],
-        },
-    }
-    client.CoreV1Api(testbed.api_client).create_namespaced_pod(ns, pod)
-
-    def ready():
-        c = api.get_namespaced_custom_object("resource.k8s.io", "v1", ns, "resourceclaims", name)
-        status = c.get("status") or {}
-        return c if status.get("allocation") and status.get("reservedFor") else None
-
-    return wait_for(ready, 60, what=f"claim {ns}/{name} allocated and reserved by the scheduler")
-
-
-def ref(claim: dict[str, Any]) -> tuple[str, str, str]:
-    md = claim["metadata"]
-    return md["namespace"], md["name"], md["uid"]
-
-
-def cdi_spec(dirs, uid: str) -> dict[str, Any]:
+def cdi_spec(dirs: KubeletDirs, uid: str) -> Any:
     return json.loads((dirs.cdi / f"{DRIVER}-vf_{uid}.json").read_text())
 
 
@@ -385,7 +343,7 @@ def test_prepare_unprepare_round_trip_restart_and_bad_claim(
     c1 = allocated_claim(testbed, k8s_namespace, device_class, "c1", count=2)
     c2 = allocated_claim(testbed, k8s_namespace, device_class, "c2")
     bad = (k8s_namespace, "no-such-claim", "00000000-0000-0000-0000-000000000000")
-    resp = kubelet.prepare([ref(c1), bad, ref(c2)])
+    resp = kubelet.prepare([claim_ref(c1), bad, claim_ref(c2)])
     assert set(resp) == {c1["metadata"]["uid"], bad[2], c2["metadata"]["uid"]}
     assert resp[bad[2]].error.startswith("ClaimNotFound:")
     for claim in (c1, c2):
@@ -414,13 +372,13 @@ def test_prepare_unprepare_round_trip_restart_and_bad_claim(
     agent.start()
     kubelet = fake_kubelet_factory(agent.dirs.registry, timeout=30)
     kubelet.register()
-    again = kubelet.prepare([ref(c1)], version="v1beta1")
+    again = kubelet.prepare([claim_ref(c1)], version="v1beta1")
     assert [d.device_name for d in again[c1["metadata"]["uid"]].devices] == [
         d.device_name for d in resp[c1["metadata"]["uid"]].devices
     ]
     assert cdi_spec(agent.dirs, c1["metadata"]["uid"])["devices"]
 
-    un = kubelet.unprepare([ref(c1), bad, ref(c2)])
+    un = kubelet.unprepare([claim_ref(c1), bad, claim_ref(c2)])
     assert {k: v.error for k, v in un.items()} == {
         c1["metadata"]["uid"]: "",
         bad[2]: "",

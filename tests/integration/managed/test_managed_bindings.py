@@ -22,13 +22,14 @@ from sriov_contract.keys import (
 )
 from sriov_contract.registry import parse_registry
 from tests.bed import faultproxy
+from tests.bed.apiobjects import as_object, items_of, name_of
+from tests.bed.bed import TestBed
+from tests.bed.claims import NO_IMAGE, allocated_claim, claim_ref, create_pod, custom_objects, wait_reserved
 from tests.bed.waiting import wait_for
 from tests.integration.driver.test_node_agent import (
     Agent,
-    objs,
     put_attributes,
     put_policy,
-    ref,
     wait_published,
 )
 from tests.support.deploy import DEPLOY_DIR, DRIVER_NAMESPACE, DRIVER_SA, load_documents, service_account_user
@@ -124,13 +125,13 @@ def classes(testbed) -> Iterator[Classes]:
     made = Classes(testbed, source_ns)
     yield made
     for plural, name in made.made:
-        objs(testbed).delete_cluster_custom_object("resource.k8s.io", "v1", plural, name)
+        custom_objects(testbed).delete_cluster_custom_object("resource.k8s.io", "v1", plural, name)
     core.delete_namespace(source_ns)
 
 
 def set_finalizers(testbed, ns: str, name: str, finalizers: list[str]) -> None:
     # A merge patch: the custom-objects client sends lists as merge patches, not JSON Patches.
-    objs(testbed).patch_namespaced_custom_object(
+    custom_objects(testbed).patch_namespaced_custom_object(
         *NAD, ns, NADS, name, {"metadata": {"finalizers": finalizers}}
     )
 
@@ -141,7 +142,7 @@ def discard(testbed, ns: str, *, pod: str = "", claim: str = "") -> None:
         if pod:
             client.CoreV1Api(testbed.api_client).delete_namespaced_pod(pod, ns, grace_period_seconds=0)
         if claim:
-            objs(testbed).delete_namespaced_custom_object(
+            custom_objects(testbed).delete_namespaced_custom_object(
                 "resource.k8s.io", "v1", ns, "resourceclaims", claim
             )
     except ApiException as exc:
@@ -155,10 +156,10 @@ def release_workloads(testbed, ns: str) -> None:
     drop any protection a failed test left on shadows."""
     core = client.CoreV1Api(testbed.api_client)
     for pod in core.list_namespaced_pod(ns).items:
-        discard(testbed, ns, pod=pod.metadata.name)
-    for claim in objs(testbed).list_namespaced_custom_object("resource.k8s.io", "v1", ns, "resourceclaims")[
-        "items"
-    ]:
+        discard(testbed, ns, pod=name_of(pod))
+    for claim in items_of(
+        custom_objects(testbed).list_namespaced_custom_object("resource.k8s.io", "v1", ns, "resourceclaims")
+    ):
         discard(testbed, ns, claim=claim["metadata"]["name"])
     for shadow in shadows(testbed, ns):
         if shadow["metadata"].get("finalizers"):
@@ -197,7 +198,7 @@ class Policies:
 
     def cleanup(self) -> None:
         for plural, name in self.made:
-            objs(self.testbed).delete_namespaced_custom_object(
+            custom_objects(self.testbed).delete_namespaced_custom_object(
                 DRIVER, "v1alpha1", DRIVER_NAMESPACE, plural, name
             )
 
@@ -237,12 +238,12 @@ class ManagedAgent(Agent):
         self.kubelet.register()
 
     def prepare(self, claim: dict[str, Any]) -> Any:
-        return self.kubelet.prepare([ref(claim)])[claim["metadata"]["uid"]]
+        return self.kubelet.prepare([claim_ref(claim)])[claim["metadata"]["uid"]]
 
     def unprepare(self, claim: dict[str, Any]) -> str:
-        return str(self.kubelet.unprepare([ref(claim)])[claim["metadata"]["uid"]].error)
+        return str(self.kubelet.unprepare([claim_ref(claim)])[claim["metadata"]["uid"]].error)
 
-    def records(self) -> dict[str, Any]:
+    def records(self) -> Any:
         if not self.checkpoint.exists():
             return {}
         return json.loads(self.checkpoint.read_text())["data"]["claims"]
@@ -267,14 +268,16 @@ def put_nad(testbed, namespace: str, name: str, config: str) -> None:
 def shadows(testbed, namespace: str) -> list[dict[str, Any]]:
     return [
         n
-        for n in objs(testbed).list_namespaced_custom_object(*NAD, namespace, NADS)["items"]
+        for n in items_of(custom_objects(testbed).list_namespaced_custom_object(*NAD, namespace, NADS))
         if n["metadata"]["name"].startswith("dra-sriov-")
     ]
 
 
-def get_pod(testbed, namespace: str, name: str) -> dict[str, Any]:
-    return testbed.api_client.sanitize_for_serialization(
-        client.CoreV1Api(testbed.api_client).read_namespaced_pod(name, namespace)
+def get_pod(testbed: TestBed, namespace: str, name: str) -> dict[str, Any]:
+    return as_object(
+        testbed.api_client.sanitize_for_serialization(
+            client.CoreV1Api(testbed.api_client).read_namespaced_pod(name, namespace)
+        )
     )
 
 
@@ -317,82 +320,6 @@ def device_class(
     return name
 
 
-def claim_and_pod(
-    testbed,
-    ns: str,
-    cls: str,
-    name: str,
-    *,
-    pod_name: str | None = None,
-    host_network: bool = False,
-    admin_access: bool = False,
-) -> dict[str, Any]:
-    """An explicit claim (created unless it exists) and a Pod using it, allocated and reserved."""
-    api = objs(testbed)
-    try:
-        api.create_namespaced_custom_object(
-            "resource.k8s.io",
-            "v1",
-            ns,
-            "resourceclaims",
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "ResourceClaim",
-                "metadata": {"name": name},
-                "spec": {
-                    "devices": {
-                        "requests": [
-                            {"name": "vf", "exactly": {"deviceClassName": cls, "adminAccess": admin_access}}
-                        ]
-                    }
-                },
-            },
-        )
-    except ApiException as exc:
-        if exc.status != 409:
-            raise
-    pod_name = pod_name or f"pod-{name}"
-    create_pod(testbed, ns, pod_name, [{"name": "vfs", "resourceClaimName": name}], host_network=host_network)
-    return wait_reserved(testbed, ns, name, pod_name)
-
-
-def create_pod(
-    testbed, ns: str, name: str, claims: list[dict[str, Any]], *, host_network: bool = False
-) -> None:
-    client.CoreV1Api(testbed.api_client).create_namespaced_pod(
-        ns,
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name},
-            "spec": {
-                "hostNetwork": host_network,
-                "containers": [
-                    {
-                        "name": "c",
-                        "image": "registry.invalid/none:0",
-                        "resources": {"claims": [{"name": c["name"]} for c in claims]},
-                    }
-                ],
-                "resourceClaims": claims,
-            },
-        },
-    )
-
-
-def wait_reserved(testbed, ns: str, claim: str, pod: str) -> dict[str, Any]:
-    core = client.CoreV1Api(testbed.api_client)
-
-    def ready():
-        c = objs(testbed).get_namespaced_custom_object("resource.k8s.io", "v1", ns, "resourceclaims", claim)
-        p = core.read_namespaced_pod(pod, ns)
-        reserved = [r["uid"] for r in (c.get("status") or {}).get("reservedFor") or []]
-        ok = (c.get("status") or {}).get("allocation") and p.metadata.uid in reserved and p.spec.node_name
-        return c if ok else None
-
-    return wait_for(ready, 60, what=f"claim {ns}/{claim} allocated and reserved for Pod {pod}")
-
-
 def start_agent(
     agent: ManagedAgent, policies: Policies, rails: tuple[str, ...] = ("rail-a", "rail-b")
 ) -> None:
@@ -423,8 +350,8 @@ def test_one_nad_through_deviceclass_in_two_namespaces_with_frozen_bytes(
     put_nad(testbed, ns_b, "rail-a-net", _sriov_config("local", "198.51.100.0/24"))
     start_agent(managed_agent, policies)
 
-    ca = claim_and_pod(testbed, ns_a, classes.explicit, "ca")
-    cb = claim_and_pod(testbed, ns_b, classes.name_only, "cb")
+    ca = allocated_claim(testbed, ns_a, classes.explicit, "ca")
+    cb = allocated_claim(testbed, ns_b, classes.name_only, "cb")
     for claim, ns, source_ns in ((ca, ns_a, src), (cb, ns_b, ns_b)):
         out = managed_agent.prepare(claim)
         assert out.error == "", out.error
@@ -459,7 +386,7 @@ def test_one_nad_through_deviceclass_in_two_namespaces_with_frozen_bytes(
     # the sources change or disappear; prepared bindings keep their frozen bytes
     frozen = {ns: shadows(testbed, ns)[0]["spec"]["config"] for ns in (ns_a, ns_b)}
     put_nad(testbed, src, "rail-a-net", _sriov_config("ai-rail-a", "203.0.113.0/24"))
-    objs(testbed).delete_namespaced_custom_object(*NAD, ns_b, NADS, "rail-a-net")
+    custom_objects(testbed).delete_namespaced_custom_object(*NAD, ns_b, NADS, "rail-a-net")
     for claim in (ca, cb):
         assert managed_agent.prepare(claim).error == ""
     managed_agent.stop()
@@ -485,7 +412,7 @@ def test_pod_deleted_before_unprepare_gc_and_finalizer_then_claim_reuse(
     cls = classes.name_only
     put_nad(testbed, ns, "rail-a-net", _sriov_config("ai-rail-a", "192.0.2.0/24"))
     start_agent(managed_agent, policies)
-    claim = claim_and_pod(testbed, ns, cls, "c", pod_name="first")
+    claim = allocated_claim(testbed, ns, cls, "c", pod_name="first")
     assert managed_agent.prepare(claim).error == ""
     (shadow,) = shadows(testbed, ns)
 
@@ -608,7 +535,7 @@ def test_lost_create_forbidden_patch_422_finalizer_and_foreign_finalizer(
     put_nad(testbed, ns, "rail-a-net", _sriov_config("ai-rail-a", "192.0.2.0/24"))
     managed_agent.env["KUBECONFIG"] = str(proxy.kubeconfig)
     start_agent(managed_agent, policies)
-    claim = claim_and_pod(testbed, ns, classes.name_only, "c")
+    claim = allocated_claim(testbed, ns, classes.name_only, "c")
     uid = claim["metadata"]["uid"]
 
     proxy.add_rule(
@@ -658,49 +585,45 @@ def test_out_of_envelope_claims_are_refused_before_any_vf_is_touched(
     start_agent(managed_agent, policies)
     drivers = {vf.pci: managed_agent.fake_node.driver_of(vf.pci) for vf in managed_agent.fake_node.vfs}
 
-    host = claim_and_pod(testbed, ns, cls, "host", host_network=True)
+    host = allocated_claim(testbed, ns, cls, "host", host_network=True)
     assert managed_agent.prepare(host).error.startswith("HostNetworkUnsupported:")
     # each refused workload gives its VF back at once: other suites' Pods may hold some
     discard(testbed, ns, pod="pod-host", claim="host")
-    shared = claim_and_pod(testbed, ns, cls, "shared", pod_name="one")
+    shared = allocated_claim(testbed, ns, cls, "shared", pod_name="one")
     create_pod(testbed, ns, "two", [{"name": "vfs", "resourceClaimName": "shared"}])
     shared = wait_reserved(testbed, ns, "shared", "two")
     assert managed_agent.prepare(shared).error.startswith("MultipleConsumersUnsupported:")
     discard(testbed, ns, pod="one", claim="shared")
     discard(testbed, ns, pod="two")
-    missing = claim_and_pod(testbed, ns, classes.bare, "bare")
+    missing = allocated_claim(testbed, ns, classes.bare, "bare")
     assert managed_agent.prepare(missing).error.startswith("MissingNetworkTemplate:")
     discard(testbed, ns, pod="pod-bare", claim="bare")
 
     core = client.CoreV1Api(testbed.api_client)
-    terminating = claim_and_pod(testbed, ns, cls, "term")
+    terminating = allocated_claim(testbed, ns, cls, "term")
     core.delete_namespaced_pod("pod-term", ns)  # graceful: without a kubelet it stays terminating
     assert get_pod(testbed, ns, "pod-term")["metadata"]["deletionTimestamp"]
     assert managed_agent.prepare(terminating).error.startswith("PodTerminating:")
     discard(testbed, ns, pod="pod-term", claim="term")
 
     core.patch_namespace(ns, {"metadata": {"labels": {"resource.kubernetes.io/admin-access": "true"}}})
-    admin = claim_and_pod(testbed, ns, cls, "admin", admin_access=True)
+    admin = allocated_claim(testbed, ns, cls, "admin", admin_access=True)
     assert managed_agent.prepare(admin).error.startswith("AdminAccessUnsupported:")
 
     # an extended-resource request: the scheduler makes the claim, the Pod never names it
     limits = {classes.extended_resource: "1"}
     core.create_namespaced_pod(
         ns,
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "extended"},
-            "spec": {
-                "containers": [
-                    {
-                        "name": "c",
-                        "image": "registry.invalid/none:0",
-                        "resources": {"limits": limits, "requests": limits},
-                    }
-                ]
-            },
-        },
+        client.V1Pod.model_validate(
+            {
+                "metadata": {"name": "extended"},
+                "spec": {
+                    "containers": [
+                        {"name": "c", "image": NO_IMAGE, "resources": {"limits": limits, "requests": limits}}
+                    ]
+                },
+            }
+        ),
     )
     extended = wait_for(
         lambda: (

@@ -7,6 +7,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from tests.bed.apiobjects import as_object
 from tests.support.cni import assert_vf_home, ipv4_addresses, ns_links, run_cni
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
@@ -26,7 +27,7 @@ def allocations(testbed, whereabouts, network_name, cidr):
         if exc.status == 404:
             return {}
         raise
-    return pool["spec"].get("allocations") or {}
+    return as_object(pool)["spec"].get("allocations") or {}
 
 
 def test_whereabouts_allocation_shows_in_ippool_and_is_gone_after_del(

@@ -28,14 +28,14 @@ from sriov_contract.keys import (
     PROTOCOL_VERSION,
     REGISTRY_ANNOTATION,
 )
+from tests.bed.apiobjects import as_object
+from tests.bed.claims import allocated_claim, custom_objects
 from tests.bed.waiting import wait_for
 from tests.integration.managed.test_managed_bindings import (
     NAD,
     NADS,
     _sriov_config,
-    claim_and_pod,
     get_pod,
-    objs,
     pod_networks,
     put_nad,
     set_finalizers,
@@ -73,7 +73,7 @@ def prepared(agent, testbed, ns: str, classes, policies, **env: str) -> dict[str
     put_nad(testbed, ns, "rail-a-net", _sriov_config("ai-rail-a", "192.0.2.0/24"))
     agent.env.update({"REPAIR_INTERVAL": "1", **env})
     start_agent(agent, policies)
-    claim = claim_and_pod(testbed, ns, classes.name_only, "c")
+    claim = allocated_claim(testbed, ns, classes.name_only, "c")
     out = agent.prepare(claim)
     assert out.error == "", out.error
     return claim
@@ -113,7 +113,7 @@ def test_deleted_shadow_is_never_recreated_while_terminating_and_is_once_gone(
     name, old_uid = shadow["metadata"]["name"], shadow["metadata"]["uid"]
     pod_uid = get_pod(testbed, ns, "pod-c")["metadata"]["uid"]
 
-    objs(testbed).delete_namespaced_custom_object(*NAD, ns, NADS, name)
+    custom_objects(testbed).delete_namespaced_custom_object(*NAD, ns, NADS, name)
     reason = {"operation": "repair", "reason": "ShadowDeletionPending"}
     # two passes saw it Terminating (the second after backoff): neither recreated nor released
     wait_for(lambda: metric(port, "sriov_dra_failures_total", reason) >= 2, 30, what="two repair passes")
@@ -217,7 +217,7 @@ def test_killed_at_each_prepare_step_converges(
     put_nad(testbed, ns, "rail-a-net", _sriov_config("ai-rail-a", "192.0.2.0/24"))
     managed_agent.env[CRASH_ENV] = step
     start_agent(managed_agent, policies)
-    claim = claim_and_pod(testbed, ns, classes.name_only, "c")
+    claim = allocated_claim(testbed, ns, classes.name_only, "c")
     crash_and_restart(managed_agent, step, lambda: managed_agent.prepare(claim))
     out = managed_agent.prepare(claim)  # kubelet retries
     assert out.error == "", out.error
@@ -278,7 +278,9 @@ def test_orphan_scan_reports_a_protected_shadow_without_checkpoint_and_leaves_it
     body = shadow_object(record)
     del body["metadata"]["ownerReferences"]  # no owner: GC must not be the one to act here
     body["metadata"]["finalizers"].append("example.com/keep")
-    made = objs(testbed).create_namespaced_custom_object(*NAD, second_namespace, NADS, body)
+    made = as_object(
+        custom_objects(testbed).create_namespaced_custom_object(*NAD, second_namespace, NADS, body)
+    )
     base = [CLI, "orphans", "--node", testbed.node_name, "--kubeconfig", str(testbed.kubeconfig)]
     base += ["--checkpoint", str(managed_agent.checkpoint)]
 
@@ -297,7 +299,9 @@ def test_orphan_scan_reports_a_protected_shadow_without_checkpoint_and_leaves_it
 
     # neither the dry run nor the running driver's repair passes touched it
     wait_for(lambda: managed_agent.records()[claim["metadata"]["uid"]], 5, what="the agent running")
-    now = objs(testbed).get_namespaced_custom_object(*NAD, second_namespace, NADS, record.shadow_name)
+    now = as_object(
+        custom_objects(testbed).get_namespaced_custom_object(*NAD, second_namespace, NADS, record.shadow_name)
+    )
     assert now["metadata"]["resourceVersion"] == made["metadata"]["resourceVersion"]
 
     # another well-formed attachment ID, whatever the random UIDs made the real one end in
@@ -309,7 +313,9 @@ def test_orphan_scan_reports_a_protected_shadow_without_checkpoint_and_leaves_it
     )
     assert done.returncode == 0, done.stderr
     assert "foreign finalizers kept: example.com/keep" in done.stdout
-    left = objs(testbed).get_namespaced_custom_object(*NAD, second_namespace, NADS, record.shadow_name)
+    left = as_object(
+        custom_objects(testbed).get_namespaced_custom_object(*NAD, second_namespace, NADS, record.shadow_name)
+    )
     assert left["metadata"]["finalizers"] == ["example.com/keep"] and left["metadata"]["deletionTimestamp"]
     set_finalizers(testbed, second_namespace, record.shadow_name, [])
     assert managed_agent.unprepare(claim) == ""

@@ -85,7 +85,7 @@ def test_in_cluster_needs_both_env_vars():
 
 
 class _Api(BaseHTTPRequestHandler):
-    seen: list = []
+    seen: list[tuple[str, str, str | None]] = []
 
     def log_message(self, *args):
         pass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from cni_shim import netconf
 
@@ -76,7 +77,7 @@ def test_thin_entrypoint_generated_00_multus_conflist_works_unchanged_but_type(s
     """The file Multus's thin entrypoint writes (incl. its `cniConf` typo), only `type` changed."""
     (shim.tmp / "ready").write_text("")
     primary = {"cniVersion": "1.0.0", "name": "cbr0", "type": "ptp", "capabilities": {"portMappings": True}}
-    generated = {
+    generated: dict[str, Any] = {
         "cniVersion": "1.0.0",
         "name": "multus-cni-network",
         "plugins": [

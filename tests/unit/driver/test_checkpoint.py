@@ -6,6 +6,7 @@ import json
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -20,9 +21,10 @@ from driver.checkpoint import (
     decode,
     encode,
 )
+from tests.support.checkpoint import managed_binding, prepared_claim
 
 
-def _device(name: str = "0000-03-00-1", config: dict | None = None) -> PreparedDevice:
+def _device(name: str = "0000-03-00-1", config: dict[str, Any] | None = None) -> PreparedDevice:
     return PreparedDevice(
         request_names=("vf",),
         pool="node-a",
@@ -82,7 +84,7 @@ def test_claim_uid_is_unique_even_for_another_pod() -> None:
     with pytest.raises(CheckpointError) as err:
         store.add_claim(_claim("c1", "p2"))
     assert err.value.reason == "ClaimReleaseInProgress"
-    assert store.snapshot_claim("c1").pod_uid == "p1"
+    assert prepared_claim(store, "c1").pod_uid == "p1"
 
 
 def test_write_failure_rolls_back_memory() -> None:
@@ -100,7 +102,7 @@ def test_write_failure_rolls_back_memory() -> None:
     assert store.snapshot_claim("c1") is not None
     with pytest.raises(CheckpointError):
         store.update_managed_bindings("c1", {"0000-03-00-1": {"version": 1}})
-    assert store.snapshot_claim("c1").devices[0].managed_binding is None
+    assert prepared_claim(store, "c1").devices[0].managed_binding is None
     assert storage.data == persisted
 
 
@@ -113,13 +115,13 @@ def test_remove_unknown_claim_is_a_noop_without_write() -> None:
 
 def test_snapshots_and_inputs_are_deep_copies() -> None:
     store = PreparedClaims(FailingStorage())
-    config = {"driver": "", "nested": {"a": 1}}
+    config: dict[str, Any] = {"driver": "", "nested": {"a": 1}}
     record = _claim(devices=(_device(config=config),))
     store.add_claim(record)
     config["nested"]["a"] = 2  # the caller's object changes after the call
-    snap = store.snapshot_claim("c1")
-    snap.devices[0].config["nested"]["a"] = 3  # type: ignore[index]
-    assert store.snapshot_claim("c1").devices[0].config == {"driver": "", "nested": {"a": 1}}
+    snap = prepared_claim(store, "c1")
+    snap.devices[0].config["nested"]["a"] = 3
+    assert prepared_claim(store, "c1").devices[0].config == {"driver": "", "nested": {"a": 1}}
 
 
 def test_managed_binding_record_round_trips_and_unknown_version_fails_loudly(tmp_path: Path) -> None:
@@ -127,7 +129,7 @@ def test_managed_binding_record_round_trips_and_unknown_version_fails_loudly(tmp
     store = PreparedClaims(FileStorage(path))
     store.add_claim(_claim())
     store.update_managed_bindings("c1", {"0000-03-00-1": {"version": 1, "state": "Pending"}})
-    assert PreparedClaims(FileStorage(path)).snapshot_claim("c1").devices[0].managed_binding == {
+    assert managed_binding(PreparedClaims(FileStorage(path)), "c1") == {
         "version": 1,
         "state": "Pending",
     }

@@ -111,7 +111,7 @@ def _check(port: int, service: str = "") -> int:
             request_serializer=pb.HealthCheckRequest.SerializeToString,
             response_deserializer=pb.HealthCheckResponse.FromString,
         )
-        return call(pb.HealthCheckRequest(service=service), timeout=10).status
+        return int(call(pb.HealthCheckRequest(service=service), timeout=10).status)
 
 
 def test_health_check_probes_both_sockets(kubelet_dirs) -> None:

@@ -2,6 +2,7 @@
 
 import json
 from pathlib import Path
+from typing import Any
 
 from driver.cdi import CdiDir
 from driver.checkpoint import FileStorage, PreparedClaims
@@ -10,6 +11,7 @@ from driver.kubeletplugin.api import ClaimRef
 from driver.prepare import Preparer
 from driver.vfdriver import SysfsVfDriver
 from sriov_contract.errors import ReasonedError
+from tests.support.checkpoint import prepared_claim
 from tests.unit.driver.sysfs_tree import add_pf
 
 NODE = "node-a"
@@ -29,14 +31,14 @@ def claim(name, uid, pod_uid, devices, configs=(), extra_results=()):
 
 class Claims:
     def __init__(self) -> None:
-        self.objects: dict[tuple[str, str], dict] = {}
+        self.objects: dict[tuple[str, str], dict[str, Any]] = {}
 
-    def add(self, obj: dict) -> ClaimRef:
+    def add(self, obj: dict[str, Any]) -> ClaimRef:
         md = obj["metadata"]
         self.objects[(md["namespace"], md["name"])] = obj
         return ClaimRef(md["namespace"], md["name"], md["uid"])
 
-    def get_claim(self, namespace: str, name: str) -> dict:
+    def get_claim(self, namespace: str, name: str) -> dict[str, Any]:
         try:
             return self.objects[(namespace, name)]
         except KeyError:
@@ -66,7 +68,7 @@ class Env:
             vf_driver=self.vf_driver,
         )
 
-    def spec(self, uid: str) -> dict:
+    def spec(self, uid: str) -> Any:
         return json.loads(self.cdi.path(uid).read_text())
 
 
@@ -105,7 +107,7 @@ def test_prepare_unprepare_round_trip(tmp_path: Path) -> None:
     assert env.spec("pod-1")["devices"] == [
         {"name": "pod-1", "containerEdits": {"env": ["SRIOVNETWORK_PCI_ADDRESSES=0000:17:00.1"]}}
     ]
-    record = PreparedClaims(FileStorage(env.ckpt_path)).snapshot_claim("uid-c")
+    record = prepared_claim(PreparedClaims(FileStorage(env.ckpt_path)), "uid-c")
     assert record.pod_uid == "pod-1"
     assert record.devices[0].config == {"ifName": "net1", "netAttachDefName": "rail0"}
 
@@ -227,7 +229,7 @@ def test_vfio_binding_device_nodes_and_restore_on_unprepare(tmp_path: Path) -> N
         {"path": "/dev/vfio/vfio", "hostPath": "/dev/vfio/vfio", "type": "c"},
     ]
     assert "SRIOVNETWORK_0000_17_00_1_VFIO_DEVICE=/dev/vfio/42" in cdev["containerEdits"]["env"]
-    assert env.checkpoint.snapshot_claim("ua").devices[0].original_driver == "mlx5_core"
+    assert prepared_claim(env.checkpoint, "ua").devices[0].original_driver == "mlx5_core"
     env.preparer.unprepare([ref])
     assert drv.bound["0000:17:00.1"] == "mlx5_core"
 
@@ -309,4 +311,4 @@ def test_claim_still_prepared_for_an_old_pod_is_refused_for_a_new_one(tmp_path: 
     assert out.error.startswith("ClaimReleaseInProgress:") and "pod-1" in out.error
     env.preparer.unprepare([ref])
     assert env.preparer.prepare([ref])["ua"].error == ""
-    assert env.checkpoint.snapshot_claim("ua").pod_uid == "pod-2"
+    assert prepared_claim(env.checkpoint, "ua").pod_uid == "pod-2"

@@ -1,15 +1,16 @@
 """ResourceSlice building and publishing: limits, chunking, generation bumps, republish."""
 
 import copy
+from typing import Any
 
-from driver.discovery import VirtualFunction
+from driver.discovery import TypedAttribute, VirtualFunction
 from driver.inventory import AdvertisedDevice
 from driver.slices import SlicePublisher, desired_slices
 
 
 def dev(i: int, extra: int = 0, long_value: bool = False) -> AdvertisedDevice:
     name = f"0000-17-{i // 8:02x}-{i % 8}"
-    attrs = {"sriovnetwork.k8snetworkplumbingwg.io/vfID": {"int": i}}
+    attrs: dict[str, TypedAttribute] = {"sriovnetwork.k8snetworkplumbingwg.io/vfID": {"int": i}}
     attrs.update({f"example.com/k{j}": {"string": "v"} for j in range(extra)})
     if long_value:
         attrs["example.com/long"] = {"string": "x" * 65}
@@ -44,7 +45,7 @@ def test_device_over_limits_is_rejected_whole_never_trimmed() -> None:
 
 class FakeSlices:
     def __init__(self) -> None:
-        self.objects: dict[str, dict] = {}
+        self.objects: dict[str, dict[str, Any]] = {}
         self.writes = 0
 
     def list(self):

@@ -17,7 +17,7 @@ from driver.prepare import Preparer
 from driver.vfdriver import SysfsVfDriver
 from sriov_contract.errors import ReasonedError
 from tests.unit.driver.sysfs_tree import add_pf
-from tests.unit.managed.fakeapi import FakeApi
+from tests.unit.managed.fakeapi import FakeApi, Obj
 
 NODE = "node-a"
 NODE_UID = "6b1f0e4e-1111-4222-8333-944455556666"
@@ -45,7 +45,7 @@ class Claims:
     def __init__(self, api: FakeApi) -> None:
         self.api = api
 
-    def get_claim(self, namespace: str, name: str) -> dict:
+    def get_claim(self, namespace: str, name: str) -> Obj:
         obj = self.api.get("claims", namespace, name)
         if obj is None:
             raise ReasonedError("ClaimNotFound", f"claim {namespace}/{name} not found")
@@ -112,7 +112,7 @@ class Env:
 
     # -- objects -------------------------------------------------------------------------------
 
-    def source_nad(self, name: str = "rail-a", namespace: str = NS, config: str = SOURCE_CONFIG) -> dict:
+    def source_nad(self, name: str = "rail-a", namespace: str = NS, config: str = SOURCE_CONFIG) -> Obj:
         return self.api.put(
             "nads",
             {
@@ -128,7 +128,7 @@ class Env:
             },
         )
 
-    def pod(self, name: str = "pod", claims: list[dict] | None = None, **spec: Any) -> dict:
+    def pod(self, name: str = "pod", claims: list[Obj] | None = None, **spec: Any) -> Obj:
         return self.api.put(
             "pods",
             {
@@ -141,13 +141,13 @@ class Env:
     def claim(
         self,
         name: str,
-        pod: dict | None,
+        pod: Obj | None,
         devices: list[str],
-        configs: list[dict] | None = None,
+        configs: list[Obj] | None = None,
         *,
         request: str = "vf",
         uid: str | None = None,
-        extra_results: list[dict] | None = None,
+        extra_results: list[Obj] | None = None,
     ) -> ClaimRef:
         results = [{"request": request, "driver": DRIVER_NAME, "pool": NODE, "device": d} for d in devices]
         reserved = (
@@ -170,8 +170,8 @@ class Env:
         return ClaimRef(NS, name, obj["metadata"]["uid"])
 
     def pod_with_claim(
-        self, devices: list[str], configs: list[dict] | None = None, name: str = "c"
-    ) -> tuple[dict, ClaimRef]:
+        self, devices: list[str], configs: list[Obj] | None = None, name: str = "c"
+    ) -> tuple[Obj, ClaimRef]:
         pod = self.pod(claims=[{"name": "vfs", "resourceClaimName": name}])
         return pod, self.claim(name, pod, devices, configs)
 
@@ -183,16 +183,14 @@ class Env:
     def unprepare(self, ref: ClaimRef) -> str:
         return self.service.unprepare([ref])[ref.uid]
 
-    def live_pod(self, pod: dict) -> dict:
-        got = self.api.get("pods", NS, pod["metadata"]["name"])
-        assert got is not None
-        return got
+    def live_pod(self, pod: Obj) -> Obj:
+        return self.api.stored("pods", NS, pod["metadata"]["name"])
 
-    def networks(self, pod: dict) -> list[dict]:
+    def networks(self, pod: Obj) -> list[Obj]:
         text = (self.live_pod(pod)["metadata"].get("annotations") or {}).get("k8s.v1.cni.cncf.io/networks")
         return json.loads(text) if text else []
 
-    def shadows(self) -> list[dict]:
+    def shadows(self) -> list[Obj]:
         return [
             o
             for (kind, _ns, name), o in self.api.objects.items()

@@ -8,16 +8,20 @@ import copy
 import itertools
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from driver.apierrors import api_error
+
+Obj = dict[str, Any]
+T = TypeVar("T")
 
 
 def _unescape(token: str) -> str:
     return token.replace("~1", "/").replace("~0", "~")
 
 
-def apply_patch(obj: dict, ops: list[dict]) -> dict:
+def apply_patch(obj: Obj, ops: list[Obj]) -> Obj:
     out = copy.deepcopy(obj)
     for op in ops:
         *parents, last = [_unescape(t) for t in op["path"].split("/")[1:]]
@@ -50,7 +54,7 @@ class Fault:
 
 class FakeApi:
     def __init__(self) -> None:
-        self.objects: dict[tuple[str, str, str], dict] = {}
+        self.objects: dict[tuple[str, str, str], Obj] = {}
         self.faults: dict[tuple[str, str], list[Fault]] = {}
         self.writes: list[tuple[str, str, str]] = []
         self._rv = itertools.count(1)
@@ -58,7 +62,7 @@ class FakeApi:
 
     # -- helpers for tests ---------------------------------------------------------------------
 
-    def put(self, kind: str, obj: dict) -> dict:
+    def put(self, kind: str, obj: Obj) -> Obj:
         with self._lock:
             md = obj.setdefault("metadata", {})
             md.setdefault("uid", str(uuid.uuid4()))
@@ -66,10 +70,16 @@ class FakeApi:
             self.objects[(kind, md["namespace"], md["name"])] = copy.deepcopy(obj)
             return copy.deepcopy(obj)
 
-    def get(self, kind: str, namespace: str, name: str) -> dict | None:
+    def get(self, kind: str, namespace: str, name: str) -> Obj | None:
         with self._lock:
             obj = self.objects.get((kind, namespace, name))
             return copy.deepcopy(obj) if obj is not None else None
+
+    def stored(self, kind: str, namespace: str, name: str) -> Obj:
+        """A copy of an object the test expects to exist."""
+        obj = self.get(kind, namespace, name)
+        assert obj is not None, f"{kind} {namespace}/{name} is not stored"
+        return obj
 
     def fail(self, verb: str, kind: str, fault: Fault) -> None:
         self.faults.setdefault((verb, kind), []).append(fault)
@@ -87,7 +97,7 @@ class FakeApi:
             queue.pop(0)
         return fault
 
-    def _call(self, verb: str, kind: str, name: str, action: Callable[[], dict | None]) -> dict | None:
+    def _call(self, verb: str, kind: str, name: str, action: Callable[[], T]) -> T:
         with self._lock:
             fault = self._fault(verb, kind)
             if fault is not None and not fault.applied:
@@ -99,7 +109,7 @@ class FakeApi:
                 raise api_error(fault.status, verb, f"{kind} {name}")
             return result
 
-    def _patch(self, kind: str, namespace: str, name: str, ops: list[dict]) -> dict:
+    def _patch(self, kind: str, namespace: str, name: str, ops: list[Obj]) -> Obj:
         key = (kind, namespace, name)
         if key not in self.objects:
             raise api_error(404, "PATCH", name)
@@ -113,26 +123,26 @@ class FakeApi:
 
     # -- PodClient -----------------------------------------------------------------------------
 
-    def get_pod(self, namespace: str, name: str) -> dict | None:
+    def get_pod(self, namespace: str, name: str) -> Obj | None:
         return self._call("get", "pods", name, lambda: self.get("pods", namespace, name))
 
-    def patch_pod(self, namespace: str, name: str, ops: list[dict]) -> dict:
-        return self._call("patch", "pods", name, lambda: self._patch("pods", namespace, name, ops))  # type: ignore[return-value]
+    def patch_pod(self, namespace: str, name: str, ops: list[Obj]) -> Obj:
+        return self._call("patch", "pods", name, lambda: self._patch("pods", namespace, name, ops))
 
     # -- NadClient -----------------------------------------------------------------------------
 
-    def get_nad(self, namespace: str, name: str) -> dict | None:
+    def get_nad(self, namespace: str, name: str) -> Obj | None:
         return self._call("get", "nads", name, lambda: self.get("nads", namespace, name))
 
-    def create_nad(self, body: dict) -> dict:
+    def create_nad(self, body: Mapping[str, Any]) -> Obj:
         md = body["metadata"]
 
-        def create() -> dict:
+        def create() -> Obj:
             if ("nads", md["namespace"], md["name"]) in self.objects:
                 raise api_error(409, "POST", md["name"], "AlreadyExists")
             return self.put("nads", copy.deepcopy(dict(body)))
 
-        return self._call("create", "nads", md["name"], create)  # type: ignore[return-value]
+        return self._call("create", "nads", md["name"], create)
 
     def delete_nad(self, namespace: str, name: str, uid: str) -> None:
         def delete() -> None:
@@ -152,5 +162,5 @@ class FakeApi:
 
         self._call("delete", "nads", name, delete)
 
-    def patch_nad(self, namespace: str, name: str, ops: list[dict]) -> dict:
-        return self._call("patch", "nads", name, lambda: self._patch("nads", namespace, name, ops))  # type: ignore[return-value]
+    def patch_nad(self, namespace: str, name: str, ops: list[Obj]) -> Obj:
+        return self._call("patch", "nads", name, lambda: self._patch("nads", namespace, name, ops))

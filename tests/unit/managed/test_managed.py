@@ -16,6 +16,7 @@ from sriov_contract.keys import (
     RESOURCE_NAME_ANNOTATION,
 )
 from sriov_contract.registry import parse_registry
+from tests.support.checkpoint import managed_binding
 from tests.unit.managed.env import NAME_ATTR, NODE, NODE_UID, NS, NS_ATTR, SOURCE_CONFIG, Env, vf_config
 from tests.unit.managed.fakeapi import Fault
 
@@ -64,8 +65,7 @@ def test_prepare_creates_protected_shadow_and_pod_selection_then_release_undoes_
     registry = parse_registry(env.live_pod(pod)["metadata"]["annotations"][REGISTRY_ANNOTATION])
     assert [(e.uid, e.claim_uid) for e in registry.entries] == [(md["uid"], ref.uid)]
     assert env.phases(ref.uid) == ["Ready"]
-    record = env.checkpoint.snapshot_claim(ref.uid)
-    assert record.devices[0].managed_binding["shadowUID"] == md["uid"]
+    assert managed_binding(env.checkpoint, ref.uid)["shadowUID"] == md["uid"]
 
     # the already-prepared path answers from the checkpoint without writing anything
     writes = len(env.api.writes)
@@ -110,10 +110,7 @@ def test_lost_create_response_is_adopted_only_on_full_match(env: Env) -> None:
     env.api.fail("create", "nads", Fault(0, applied=True))
     assert env.prepare(ref).error == ""
     (shadow,) = env.shadows()
-    assert (
-        env.checkpoint.snapshot_claim(ref.uid).devices[0].managed_binding["shadowUID"]
-        == shadow["metadata"]["uid"]
-    )
+    assert managed_binding(env.checkpoint, ref.uid)["shadowUID"] == shadow["metadata"]["uid"]
     assert env.networks(pod)[0]["name"] == shadow["metadata"]["name"]
 
 
@@ -127,7 +124,7 @@ def test_unrelated_object_under_the_shadow_name_is_never_touched_and_state_is_ke
     env.api.objects[("nads", NS, shadow["metadata"]["name"])]["spec"]["config"] = '{"type":"sriov"}'
     out = env.prepare(ref)
     assert out.error.startswith("ShadowConflict:"), out.error
-    assert env.api.get("nads", NS, shadow["metadata"]["name"])["spec"]["config"] == '{"type":"sriov"}'
+    assert env.api.stored("nads", NS, shadow["metadata"]["name"])["spec"]["config"] == '{"type":"sriov"}'
     assert env.phases(ref.uid) == ["Pending"]  # no destructive rollback after Pending
     assert env.cdi.exists(ref.uid)
     assert env.networks(pod) == []
@@ -183,7 +180,7 @@ def test_manual_entries_and_foreign_finalizers_are_preserved(env: Env) -> None:
     env.api.objects[("nads", NS, name)]["metadata"]["finalizers"].insert(0, "example.com/keep")
     env.api.fail("patch", "nads", Fault(422))
     assert env.unprepare(ref) == ""
-    kept = env.api.get("nads", NS, name)
+    kept = env.api.stored("nads", NS, name)
     assert kept["metadata"]["finalizers"] == ["example.com/keep"] and kept["metadata"]["deletionTimestamp"]
     assert env.networks(pod) == [{"name": "manual", "ips": ["10.0.0.5/24"]}]
     assert env.checkpoint.snapshot_all() == []
@@ -232,7 +229,7 @@ def test_frozen_bytes_win_over_edited_or_deleted_source(env: Env) -> None:
     env.api.fail("create", "nads", Fault(0, applied=True))
     env.api.fail("get", "nads", Fault(0, after=1))  # ...and the adopting read fails too
     assert env.prepare(ref).error.startswith("ApiRequestFailed:")
-    binding = env.checkpoint.snapshot_claim(ref.uid).devices[0].managed_binding
+    binding = managed_binding(env.checkpoint, ref.uid)
     assert (binding["phase"], binding["shadowUID"]) == ("Pending", "")
     assert env.prepare(ref).error == ""
     assert env.phases(ref.uid) == ["Ready"]
@@ -399,6 +396,7 @@ def test_every_pod_write_rechecks_pod_and_reservation(env: Env) -> None:
 
     def moved_after_resolve(namespace, name):
         live = get_pod(namespace, name)
+        assert live is not None
         reads.append(name)
         if len(reads) > 1:
             live["spec"]["nodeName"] = "elsewhere"

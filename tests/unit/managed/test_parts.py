@@ -3,7 +3,6 @@ finalizer removal, consumer claim resolution and selection withdrawal."""
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 
 import pytest
@@ -15,8 +14,9 @@ from driver.consumer import ConsumerError, pod_claim_names
 from driver.podnetworks import withdraw_claim_selections
 from driver.shadow import ShadowError, check_shadow, ensure_shadow, remove_protection, shadow_object
 from sriov_contract.keys import PROTECTION_FINALIZER
+from tests.support.checkpoint import managed_binding, prepared_claim
 from tests.unit.managed.env import NS, Env, vf_config
-from tests.unit.managed.fakeapi import Fault
+from tests.unit.managed.fakeapi import Fault, Obj
 
 OTHER_UID = "7b1f0e4e-1111-4222-8333-944455556666"
 
@@ -43,7 +43,7 @@ def prepared(tmp_path: Path) -> tuple[Env, BindingRecord]:
     env.source_nad()
     _pod, ref = env.pod_with_claim(["0000-17-00-1"], [vf_config(netAttachDefName="rail-a")])
     assert env.prepare(ref).error == ""
-    claim = env.checkpoint.snapshot_claim(ref.uid)
+    claim = prepared_claim(env.checkpoint, ref.uid)
     return env, record_of(claim, claim.devices[0])
 
 
@@ -51,18 +51,18 @@ def test_phase_mutation_never_downgrades_writes_only_on_change_and_rolls_back(pr
     env, record = prepared
     storage = FlakyStorage()
     store = PreparedClaims(storage)
-    store.add_claim(env.checkpoint.snapshot_claim(record.identity.claim_uid))
+    store.add_claim(prepared_claim(env.checkpoint, record.identity.claim_uid))
     uid = record.identity.claim_uid
     storage.fail = True
     with pytest.raises(CheckpointError):
         store.set_managed_phase(uid, DELETING)
-    assert store.snapshot_claim(uid).devices[0].managed_binding["phase"] == "Ready"
+    assert managed_binding(store, uid)["phase"] == "Ready"
     storage.fail = False
     assert store.set_managed_phase(uid, RELEASE_COMPLETE)
     writes = storage.writes
     assert not store.set_managed_phase(uid, DELETING, keep=frozenset({RELEASE_COMPLETE}))
     assert storage.writes == writes
-    assert store.snapshot_claim(uid).devices[0].managed_binding["phase"] == RELEASE_COMPLETE
+    assert managed_binding(store, uid)["phase"] == RELEASE_COMPLETE
     with pytest.raises(CheckpointError) as err:
         store.set_managed_phase("nope", DELETING)
     assert err.value.reason == "ClaimNotPrepared"
@@ -70,14 +70,21 @@ def test_phase_mutation_never_downgrades_writes_only_on_change_and_rolls_back(pr
 
 def test_corrupt_or_tampered_records_are_refused(prepared) -> None:
     env, record = prepared
-    claim = env.checkpoint.snapshot_claim(record.identity.claim_uid)
+    claim = prepared_claim(env.checkpoint, record.identity.claim_uid)
     device = claim.devices[0]
-    for change in ({"planIndex": "0"}, {"attachmentID": "0" * 64}, {"phase": "Gone"}, {"source": {}}):
-        bad = {**device.managed_binding, **change}
+    binding = managed_binding(env.checkpoint, record.identity.claim_uid)
+    changes: list[dict[str, object]] = [
+        {"planIndex": "0"},
+        {"attachmentID": "0" * 64},
+        {"phase": "Gone"},
+        {"source": {}},
+    ]
+    for change in changes:
+        bad = {**binding, **change}
         with pytest.raises(BindingRecordError) as err:
             record_of(claim, type(device)(**{**device.__dict__, "managed_binding": bad}))
         assert err.value.reason == "CorruptManagedBinding", change
-    config = {**device.managed_binding, "config": device.managed_binding["config"] + " "}
+    config = {**binding, "config": binding["config"] + " "}
     with pytest.raises(BindingRecordError):
         record_of(claim, type(device)(**{**device.__dict__, "managed_binding": config}))
 
@@ -114,7 +121,7 @@ def _no_forget(record: BindingRecord) -> BindingRecord:
     raise AssertionError(f"{record.shadow_name} was not recorded as vanished")
 
 
-def _live(record: BindingRecord) -> dict:
+def _live(record: BindingRecord) -> Obj:
     obj = shadow_object(record)
     obj["metadata"]["uid"] = record.shadow_uid
     return obj
@@ -152,7 +159,7 @@ def test_ensure_shadow_passes_access_errors_through_and_never_adopts_a_stranger(
     env.api.put("nads", stranger)
     with pytest.raises(ShadowError):
         ensure_shadow(env.api, fresh, _no_forget)
-    assert env.api.get("nads", NS, record.shadow_name)["metadata"]["labels"] == {}
+    assert env.api.stored("nads", NS, record.shadow_name)["metadata"]["labels"] == {}
 
 
 def test_finalizer_removal_is_bounded_and_refuses_a_replaced_object(prepared) -> None:
@@ -164,7 +171,7 @@ def test_finalizer_removal_is_bounded_and_refuses_a_replaced_object(prepared) ->
     assert err.value.reason == "FinalizerRemovalRetriesExhausted"
     # one attempt requested the deletion first (never finalize an object not being deleted)
     assert sleeps == [0.1, 0.2, 0.4]
-    assert env.api.get("nads", NS, record.shadow_name)["metadata"]["deletionTimestamp"]
+    assert env.api.stored("nads", NS, record.shadow_name)["metadata"]["deletionTimestamp"]
     env.api.faults.clear()
     with pytest.raises(ShadowError) as err:
         remove_protection(env.api, record, OTHER_UID, sleep=sleeps.append)
@@ -176,14 +183,14 @@ def test_finalizer_removal_is_bounded_and_refuses_a_replaced_object(prepared) ->
 
 def test_withdraw_leaves_a_replaced_pod_alone(prepared) -> None:
     env, record = prepared
-    before = copy.deepcopy(env.api.get("pods", NS, record.pod_name))
+    before = env.api.stored("pods", NS, record.pod_name)
     withdraw_claim_selections(env.api, NS, record.pod_name, OTHER_UID, record.identity.claim_uid)
     assert env.api.get("pods", NS, record.pod_name) == before
     withdraw_claim_selections(env.api, NS, "gone", record.identity.pod_uid, record.identity.claim_uid)
 
 
 def test_pod_claim_names_follow_resourceclaim_name_semantics() -> None:
-    pod = {
+    pod: Obj = {
         "metadata": {"name": "p"},
         "spec": {
             "resourceClaims": [

@@ -1,13 +1,24 @@
 import json
 import signal
 import subprocess
+from typing import TypedDict
 
 import pytest
 
 from tests.support.cni import run_cni
 
 BASE = {"cniVersion": "1.0.0", "name": "n"}
-CALL = {"container_id": "c1", "netns": "/run/netns/none", "ifname": "net1"}
+
+
+class Call(TypedDict):
+    """The runtime arguments every call in this module shares."""
+
+    container_id: str
+    netns: str
+    ifname: str
+
+
+CALL: Call = {"container_id": "c1", "netns": "/run/netns/none", "ifname": "net1"}
 
 
 def test_recorder_logs_each_call_and_returns_default_result(cni_bin_dir, tmp_path):

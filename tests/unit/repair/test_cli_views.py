@@ -31,7 +31,7 @@ def test_interface_rows_join_registry_shadow_claim_slice_status_and_checkpoint(e
     pod["metadata"]["annotations"][NETWORK_STATUS_ANNOTATION] = json.dumps(
         [{"name": "cluster", "interface": "eth0", "ips": ["10.0.0.5"]}, {"name": f"{NS}/{name}", "interface": "dra0", "ips": ["10.56.217.171"]}]
     )  # fmt: skip
-    claim = env.api.get("claims", NS, ref.name)
+    claim = env.api.stored("claims", NS, ref.name)
     devices = {VF1: {"sriovnetwork.k8snetworkplumbingwg.io/PFName": {"string": "ens1f0"}, "resource.kubernetes.io/pcieRoot": {"string": "pci0000:16"}}}  # fmt: skip
     (row,) = interface_rows(
         pod, {(NS, name): shadow}, {ref.uid: claim}, devices, env.checkpoint.snapshot_all()

@@ -9,6 +9,7 @@ from driver.orphans import ORPHAN, OrphanError, correlate, finalize_orphan, scan
 from sriov_contract.keys import NODE_UID_LABEL, PROTECTION_FINALIZER
 from tests.support.deploy import DRIVER_NEEDS
 from tests.unit.managed.env import NODE_UID, NS, Env, vf_config
+from tests.unit.managed.fakeapi import Obj
 
 VF1, VF2 = "0000-17-00-1", "0000-17-00-2"
 OTHER_NODE = "99999999-1111-4222-8333-944455556666"
@@ -18,7 +19,7 @@ class Lister:
     def __init__(self, env: Env) -> None:
         self.env = env
 
-    def list_shadows(self, node_uid: str) -> list[dict]:
+    def list_shadows(self, node_uid: str) -> list[Obj]:
         return [s for s in self.env.shadows() if s["metadata"]["labels"].get(NODE_UID_LABEL) == node_uid]
 
 

@@ -18,15 +18,16 @@ from driver.metrics import CountingSlices, DriverMetrics
 from driver.repair import BACKING_OFF, RepairWorker, backoff, jittered
 from sriov_contract.keys import PROTECTION_FINALIZER, REGISTRY_ANNOTATION
 from sriov_contract.registry import parse_registry
+from tests.support.checkpoint import managed_binding
 from tests.unit.managed.env import NS, Env, vf_config
-from tests.unit.managed.fakeapi import Fault
+from tests.unit.managed.fakeapi import Fault, Obj
 
 VF1 = "0000-17-00-1"
 
 
 class Sink:
     def __init__(self) -> None:
-        self.events: list[dict] = []
+        self.events: list[Obj] = []
 
     def create_event(self, namespace: str, body) -> None:
         assert body["metadata"]["namespace"] == namespace
@@ -53,7 +54,7 @@ def worker(env: Env, **kw) -> RepairWorker:
     return RepairWorker(env.service, env.checkpoint.snapshot_all, **kw)
 
 
-def registry_uids(env: Env, pod: dict) -> list[str]:
+def registry_uids(env: Env, pod: Obj) -> list[str]:
     text = env.live_pod(pod)["metadata"]["annotations"][REGISTRY_ANNOTATION]
     return [e.uid for e in parse_registry(text).entries]
 
@@ -71,7 +72,7 @@ def test_truly_gone_shadow_is_recreated_after_pending_with_cleared_uid_is_persis
     # the create is not answered: the record must already say Pending with no UID
     env.api.fail("create", "nads", Fault(500))
     assert worker(env).run_once() == {ref.uid: "ApiRequestFailed"}
-    binding = env.checkpoint.snapshot_claim(ref.uid).devices[0].managed_binding
+    binding = managed_binding(env.checkpoint, ref.uid)
     assert (binding["phase"], binding["shadowUID"]) == ("Pending", "")
     assert env.shadows() == []
 
@@ -82,7 +83,7 @@ def test_truly_gone_shadow_is_recreated_after_pending_with_cleared_uid_is_persis
     assert again["metadata"]["finalizers"] == [PROTECTION_FINALIZER]
     assert registry_uids(env, pod) == [new_uid]
     assert env.phases(ref.uid) == ["Ready"]
-    assert env.checkpoint.snapshot_claim(ref.uid).devices[0].managed_binding["shadowUID"] == new_uid
+    assert managed_binding(env.checkpoint, ref.uid)["shadowUID"] == new_uid
     assert [c[0] for c in env.hardware_calls()] == []
 
 
@@ -100,7 +101,7 @@ def test_missing_finalizer_on_live_shadow_is_restored_with_uid_and_version_tests
     _pod, ref, shadow = prepared(env)
     key = ("nads", NS, shadow["metadata"]["name"])
     env.api.objects[key]["metadata"]["finalizers"] = ["example.com/keep"]
-    patches: list[list[dict]] = []
+    patches: list[list[Obj]] = []
     real = env.api.patch_nad
 
     def spy(namespace, name, ops):

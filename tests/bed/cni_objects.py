@@ -1,0 +1,59 @@
+"""What the CNI suites put on the bed's API server when no driver runs: Pods already bound to the
+node, NetworkAttachmentDefinitions, and the driver's managed binding made by hand."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from kubernetes import client
+
+from sriov_contract import keys
+from tests.bed.apiobjects import as_object
+from tests.support.cni_shim import managed_shadow, registry_annotation
+
+NAD_API = ("k8s.cni.cncf.io", "v1", "network-attachment-definitions")
+
+
+def create_pod(
+    api: client.ApiClient, ns: str, name: str, node: str, annotations: dict[str, str]
+) -> dict[str, Any]:
+    """A Pod already bound to `node` (no scheduler involved); its image is never pulled."""
+    body = {
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {"nodeName": node, "containers": [{"name": "main", "image": "registry.invalid/none:0"}]},
+    }
+    pod = client.CoreV1Api(api).create_namespaced_pod(ns, client.V1Pod.model_validate(body))
+    return as_object(api.sanitize_for_serialization(pod))
+
+
+def create_nad(api: client.ApiClient, ns: str, body: dict[str, Any]) -> dict[str, Any]:
+    """`body` created in `ns`; a UID or namespace it carries (as test vectors do) is left to the server."""
+    body = {"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition", **body}
+    body["metadata"] = {k: v for k, v in body["metadata"].items() if k not in ("uid", "namespace")}
+    return as_object(
+        client.CustomObjectsApi(api).create_namespaced_custom_object(*NAD_API[:2], ns, NAD_API[2], body)
+    )
+
+
+def bind_by_hand(
+    api: client.ApiClient,
+    pod: dict[str, Any],
+    node: str,
+    config: str,
+    manual: Sequence[dict[str, Any]] = (),
+) -> tuple[dict[str, Any], client.V1Pod]:
+    """The driver's work on `pod`, done by hand: a protected shadow NAD owned by the Pod carrying
+    `config`, and the Pod's selections (the `manual` ones first) and registry naming it.
+
+    Returns the shadow (see `managed_shadow`, with its live UID) and the patched Pod."""
+    ns, name, uid = pod["metadata"]["namespace"], pod["metadata"]["name"], pod["metadata"]["uid"]
+    shadow = managed_shadow(namespace=ns, pod_name=name, pod_uid=uid, node=node, config=config)
+    shadow["entry"]["uid"] = create_nad(api, ns, shadow["nad"])["metadata"]["uid"]
+    annotations = {
+        keys.NETWORKS_ANNOTATION: json.dumps([*manual, shadow["selection"]]),
+        keys.REGISTRY_ANNOTATION: registry_annotation(uid, [shadow["entry"]]),
+    }
+    patched = client.CoreV1Api(api).patch_namespaced_pod(name, ns, {"metadata": {"annotations": annotations}})
+    return shadow, patched
