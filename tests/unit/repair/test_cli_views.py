@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
+from driver import cli_inspect, kube
 from driver.cli import cli
 from driver.cli_common import table
 from driver.cli_inspect import interface_rows, manual_conflicts
@@ -13,7 +17,8 @@ from driver.cli_orphans import render_scan
 from driver.orphans import correlate
 from sriov_contract.keys import NETWORK_STATUS_ANNOTATION, NETWORKS_ANNOTATION, REGISTRY_ANNOTATION
 from sriov_contract.registry import parse_registry
-from tests.unit.managed.env import NODE_UID, NS, Env, vf_config
+from tests.unit.driver.sysfs_tree import add_pf
+from tests.unit.managed.env import NAME_ATTR, NODE_UID, NS, Env, vf_config
 
 VF1 = "0000-17-00-1"
 
@@ -84,6 +89,70 @@ def test_orphan_report_lists_foreign_finalizers_separately(env: Env) -> None:
     assert text.endswith(
         "1 orphan(s) of 1 shadow(s); dry run, nothing changed (finalize one with --finalize <ATTACHMENT-ID> after fencing its workload)\n"
     )
+
+
+class PolicySource:
+    """What the API would answer: one policy whose first config's DeviceAttributes disagree."""
+
+    def __init__(self, _api: object, namespace: str, node: str) -> None:
+        assert (namespace, node) == ("policies-ns", "node-a")
+
+    def node(self) -> tuple[str, dict[str, str]]:
+        return NODE_UID, {"kubernetes.io/hostname": "node-a"}
+
+    def policies(self) -> list[dict[str, Any]]:
+        rail_a = {
+            "resourceFilters": [{"pfNames": ["ens1f0"]}],
+            "deviceAttributesSelector": {"matchLabels": {"rail": "a"}},
+        }
+        rail_b = {"resourceFilters": [{"pfNames": ["ens2f0"]}]}
+        return [{"metadata": {"name": "rails"}, "spec": {"configs": [rail_a, rail_b]}}]
+
+    def device_attributes(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "metadata": {"name": name, "labels": {"rail": "a"}},
+                "spec": {"attributes": {NAME_ATTR: {"string": nad}}},
+            }
+            for name, nad in (("rail-a-1", "rail-a-net"), ("rail-a-2", "other-net"))
+        ]
+
+
+class NoShadows:
+    def __init__(self, _api: object) -> None:
+        pass
+
+    def list_shadows(self, _node_uid: str) -> list[dict[str, Any]]:
+        return []
+
+
+def test_inspect_node_names_each_blocked_device_and_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sysfs = tmp_path / "sys"
+    add_pf(sysfs, "0000:17:00.0", "ens1f0", 2)
+    add_pf(sysfs, "0000:31:00.0", "ens2f0", 1, pcie_root="pci0000:30", port="0000:30:01.0")
+    monkeypatch.setattr(cli_inspect, "api_client", lambda _kubeconfig: object())
+    monkeypatch.setattr(cli_inspect, "node_uid", lambda _api, _node: NODE_UID)
+    monkeypatch.setattr(kube, "KubePolicySource", PolicySource)
+    monkeypatch.setattr(kube, "KubeShadowLister", NoShadows)
+    args = ["inspect", "node", "--node", "node-a", "--namespace", "policies-ns", "--sysfs-root", str(sysfs)]
+    args += ["--checkpoint", str(tmp_path / "checkpoint.json")]
+
+    result = CliRunner().invoke(cli, [*args, "-o", "json"])
+    assert result.exit_code == 0, result.output
+    blocked = json.loads(result.output)["blockedDevices"]
+    assert [b["device"] for b in blocked] == ["0000-17-00-1", "0000-17-00-2"]  # ens2f0's VF is not blocked
+    for entry in blocked:
+        assert entry["why"].startswith("ConflictingTemplateReference: DeviceAttributes rail-a-1 selects NAD")
+        assert "rail-a-2" in entry["why"] and "other-net" in entry["why"]
+
+    text = CliRunner().invoke(cli, args)
+    assert text.exit_code == 0, text.output
+    lines = text.output.splitlines()
+    at = lines.index("blocked devices: 2")
+    assert [line.split(":", 1)[0] for line in lines[at + 1 :]] == ["  0000-17-00-1", "  0000-17-00-2"]
+    assert lines[at + 1] == f"  0000-17-00-1: {blocked[0]['why']}"
 
 
 def test_cli_refusals_are_one_line_without_traceback(tmp_path) -> None:
