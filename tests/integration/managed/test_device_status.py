@@ -242,11 +242,11 @@ def test_a_refused_status_write_still_prepares_and_is_reported(
     assert [e.code for e in status_writes(testbed, mark)] == [422]
     assert ours(get_claim(testbed, ns, "c")) == []
     events = client.CoreV1Api(testbed.api_client).list_namespaced_event(
-        ns, field_selector="involvedObject.name=c,reason=Invalid"
+        ns, field_selector="involvedObject.name=c,reason=DeviceStatusForbidden"
     )
     (event,) = events.items
     assert event.type == "Warning" and event.message.startswith("device-status of claim")
-    assert "arbitrary-node:patch" in event.message
+    assert "associated-node:patch" in event.message
 
     assert managed_agent.unprepare(claim) == ""
     assert shadows(testbed, ns) == [] and managed_agent.records() == {}
