@@ -59,8 +59,8 @@ def conflict_delay(attempt: int, r: float) -> float:
     return base * (1.0 + BACKOFF_JITTER * r)
 
 
-def binding_report(binding: BindingRecord, pod: Mapping[str, Any] | None = None) -> DeviceReport:
-    """The status of one Ready binding; `pod` (when given) supplies the network-status addresses."""
+def binding_report(binding: BindingRecord, pod: Mapping[str, Any]) -> DeviceReport:
+    """The status of one Ready binding; the Pod's network-status supplies its addresses."""
     shadow = f"{binding.pod_namespace}/{binding.shadow_name}"
     data: dict[str, Any] = {
         "attachmentID": binding.attachment_id,
@@ -73,7 +73,7 @@ def binding_report(binding: BindingRecord, pod: Mapping[str, Any] | None = None)
         },
         "source": {"namespace": binding.source.namespace, "name": binding.source.name},
     }
-    annotations = ((pod or {}).get("metadata") or {}).get("annotations") or {}
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
     network = network_data(str(annotations.get(NETWORK_STATUS_ANNOTATION) or "[]"), shadow)
     return DeviceReport(
         DRIVER_NAME,
@@ -87,7 +87,7 @@ def binding_report(binding: BindingRecord, pod: Mapping[str, Any] | None = None)
     )
 
 
-def ready_reports(bindings: Sequence[BindingRecord], pod: Mapping[str, Any] | None) -> list[DeviceReport]:
+def ready_reports(bindings: Sequence[BindingRecord], pod: Mapping[str, Any]) -> list[DeviceReport]:
     return [binding_report(b, pod) for b in bindings if b.phase == READY]
 
 
