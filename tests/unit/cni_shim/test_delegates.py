@@ -119,7 +119,9 @@ def test_ecmp_default_routes_are_refused():
 
 def test_capability_args_override_only_for_non_master_and_add_devinfo_path():
     sel = parse_network_selections(
-        '[{"name":"sriov","deviceID":"0000:03:00.1","bandwidth":{"ingressRate":1}}]', "test"
+        '[{"name":"sriov","deviceID":"0000:03:00.1","bandwidth":{"ingressRate":1},'
+        '"infiniband-guid":"c2:11:22:33:44:55:66:77","mac":"02:00:00:00:00:01"}]',
+        "test",
     )[0]
     runtime = {"portMappings": [{"hostPort": 80, "containerPort": 8080}]}
     caps = delegates.capability_args(Candidate("test/sriov", b"{}", selection=sel), runtime, "cid", "net1")
@@ -127,6 +129,7 @@ def test_capability_args_override_only_for_non_master_and_add_devinfo_path():
     assert caps["CNIDeviceInfoFile"] == "/var/run/k8s.cni.cncf.io/devinfo/cni/test-sriov-cid_net1"
     assert caps["bandwidth"] == {"ingressRate": 1, "ingressBurst": 0, "egressRate": 0, "egressBurst": 0}
     assert caps["portMappings"] == runtime["portMappings"]
+    assert caps["infinibandGUID"] == "c2:11:22:33:44:55:66:77" and caps["mac"] == "02:00:00:00:00:01"
     master = delegates.capability_args(
         Candidate("m", b"{}", master=True, selection=sel), runtime, "cid", "eth0"
     )
