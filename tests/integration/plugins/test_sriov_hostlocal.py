@@ -114,6 +114,45 @@ def test_result_in_requested_older_version(call, fake_node, netns, tmp_path, cni
     assert call("DEL", conf, ns).returncode == 0
 
 
+def test_disabled_link_state_is_applied_and_what_a_veth_lacks_is_recorded(
+    call, fake_node, netns, tmp_path, cni_data_dir
+):
+    ns, ipam_dir = netns(), tmp_path / "ipam"
+    vf = fake_node.rail_vfs("rail-b")[0]
+    unapplied = {
+        "vlan": 100,
+        "vlanQoS": 3,
+        "vlanProto": "802.1ad",
+        "trust": "on",
+        "spoofchk": "off",
+        "min_tx_rate": 100,
+        "max_tx_rate": 1000,
+    }
+    conf = sriov_conf(vf, ipam_dir, cni_data_dir, link_state="disable", mac="02:aa:bb:cc:dd:01", **unapplied)
+    add = call("ADD", conf, ns)
+    assert add.returncode == 0, add.stdout + add.stderr
+    inside = ns_links(ns)["net1"]
+    assert "UP" not in inside["flags"] and inside["operstate"] == "DOWN"
+    assert inside["address"] == "02:aa:bb:cc:dd:01" and inside["mtu"] == add.json["interfaces"][0]["mtu"]
+    (address,) = ipv4_addresses(inside)  # IPAM still configures a link that stays down
+    assert ipaddress.ip_interface(address).network == ipaddress.ip_network(vf.subnet)
+
+    cache = json.loads((cni_data_dir / "c1-net1").read_text())
+    assert {k: cache[k] for k in unapplied} == unapplied and cache["link_state"] == "disable"
+    assert cache["MAC"] == "02:aa:bb:cc:dd:01" and cache["deviceID"] == vf.pci
+
+    assert call("DEL", conf, ns).returncode == 0
+    assert_nothing_left(ns, ipam_dir, cni_data_dir, vf, vf.rail)
+
+
+def test_link_state_outside_sriov_cnis_values_is_refused(call, fake_node, netns, tmp_path, cni_data_dir):
+    ns, ipam_dir = netns(), tmp_path / "ipam"
+    vf = fake_node.rail_vfs("rail-b")[0]
+    add = call("ADD", sriov_conf(vf, ipam_dir, cni_data_dir, link_state="down"), ns)
+    assert add.returncode != 0 and "link_state" in add.json["msg"] + add.json.get("details", "")
+    assert_nothing_left(ns, ipam_dir, cni_data_dir, vf, vf.rail)
+
+
 def assert_nothing_left(ns, ipam_dir, data_dir, vf, network):
     assert list(ns_links(ns)) == ["lo"]
     assert_vf_home(vf)
