@@ -17,21 +17,26 @@ import pytest
 from kubernetes import client
 
 from driver.bindingrecord import BindingRecord
+from driver.cdi import CdiDir
 from driver.crashpoints import CRASH_ENV, CRASH_EXIT, PREPARE_STEPS, UNPREPARE_STEPS
 from driver.discovery import DRIVER_NAME
 from driver.shadow import shadow_object
 from sriov_contract.binding import SourceRef
 from sriov_contract.identity import BindingIdentity
 from sriov_contract.keys import (
+    BINDING_ANNOTATION,
     NETWORKS_ANNOTATION,
     PROTECTION_FINALIZER,
     PROTOCOL_VERSION,
     REGISTRY_ANNOTATION,
 )
+from tests.bed import faultproxy
 from tests.bed.apiobjects import as_object
 from tests.bed.claims import allocated_claim, custom_objects
 from tests.bed.waiting import wait_for
+from tests.integration.driver.test_node_agent import put_policy, wait_published
 from tests.integration.managed.test_managed_bindings import (
+    IDENTITY,
     NAD,
     NADS,
     _sriov_config,
@@ -42,6 +47,7 @@ from tests.integration.managed.test_managed_bindings import (
     shadows,
     start_agent,
 )
+from tests.support.deploy import DRIVER_NAMESPACE
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
 
@@ -57,7 +63,7 @@ def free_port() -> int:
 
 def metric(port: int, name: str, labels: dict[str, str]) -> float:
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    want = name + "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
+    want = name + ("{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}" if labels else "")
     for line in text.splitlines():
         if line.startswith(want + " "):
             return float(line.split()[-1])
@@ -145,6 +151,64 @@ def test_deleted_shadow_is_never_recreated_while_terminating_and_is_once_gone(
     assert_released(managed_agent, testbed, ns)
 
 
+SLICE_WRITES = {"create": "create", "update": "replace", "delete": "delete"}  # API verb -> label
+
+
+def test_metrics_count_slice_writes_api_errors_and_repair_passes(
+    managed_agent, testbed, k8s_namespace, policies, classes, fault_proxy
+) -> None:
+    ns, port = k8s_namespace, free_port()
+    proxy = fault_proxy(identity=IDENTITY)
+    put_nad(testbed, ns, "rail-a-net", _sriov_config("ai-rail-a", "192.0.2.0/24"))
+    managed_agent.env.update(
+        {"REPAIR_INTERVAL": "1", "METRICS_PORT": str(port), "KUBECONFIG": str(proxy.kubeconfig)}
+    )
+    start_agent(managed_agent, policies)
+
+    # a narrower policy makes the agent rewrite its slices: every write is counted, once
+    rail_a = managed_agent.fake_node.rail_vfs("rail-a")
+    narrower = {"configs": [{"resourceFilters": [{"pfNames": sorted({v.pf for v in rail_a})}]}]}
+    put_policy(testbed, DRIVER_NAMESPACE, f"vfs-{policies.tag}", narrower)  # start_agent's, replaced
+    names = {v.pci.replace(":", "-").replace(".", "-") for v in rail_a}
+    wait_published(testbed, lambda p: set(p) == names, "only rail-a VFs advertised")
+
+    def slice_writes() -> dict[str, float]:
+        return {
+            label: metric(port, "sriov_dra_resourceslice_writes_total", {"operation": label})
+            for label in SLICE_WRITES.values()
+        }
+
+    def proxied_writes() -> dict[str, float]:
+        done = [r for r in proxy.requests_for(resource="resourceslices") if r.verb in SLICE_WRITES]
+        return {
+            label: float(sum(1 for r in done if SLICE_WRITES[r.verb] == label and r.status < 300))
+            for label in SLICE_WRITES.values()
+        }
+
+    wait_for(lambda: slice_writes() == proxied_writes(), 10, what="the slice write counters")
+    assert sum(slice_writes().values()) >= 1
+
+    # a Forbidden Pod patch fails the prepare and is counted under its HTTP status
+    assert metric(port, "sriov_dra_api_errors_total", {"status": "403"}) == 0
+    proxy.add_rule(faultproxy.forbidden(), namespace=ns, verb="patch", resource="pods", times=1)
+    claim = allocated_claim(testbed, ns, classes.name_only, "c")
+    out = managed_agent.prepare(claim)
+    assert out.error.startswith("AccessDenied:"), out.error
+    assert metric(port, "sriov_dra_api_errors_total", {"status": "403"}) == 1
+    assert metric(port, "sriov_dra_failures_total", {"operation": "prepare", "reason": "AccessDenied"}) == 1
+
+    # the repair worker, not kubelet, finishes the binding; its passes are timed
+    passes = metric(port, "sriov_dra_repair_duration_seconds_count", {})
+    wait_for(lambda: metric(port, "sriov_dra_bindings", {"phase": "Ready"}) == 1, 30, what="repair to Ready")
+    wait_for(
+        lambda: metric(port, "sriov_dra_repair_duration_seconds_count", {}) > passes, 30, what="a repair pass"
+    )
+    assert metric(port, "sriov_dra_repair_duration_seconds_sum", {}) > 0
+    assert_whole(managed_agent, testbed, ns, claim)
+    assert managed_agent.unprepare(claim) == ""
+    assert_released(managed_agent, testbed, ns)
+
+
 def test_stripped_registry_selection_and_finalizer_are_restored(
     managed_agent,
     testbed,
@@ -219,9 +283,36 @@ def test_killed_at_each_prepare_step_converges(
     start_agent(managed_agent, policies)
     claim = allocated_claim(testbed, ns, classes.name_only, "c")
     crash_and_restart(managed_agent, step, lambda: managed_agent.prepare(claim))
+    left = shadows(testbed, ns)
     out = managed_agent.prepare(claim)  # kubelet retries
     assert out.error == "", out.error
-    assert_whole(managed_agent, testbed, ns, claim)
+    shadow = assert_whole(managed_agent, testbed, ns, claim)
+    # A shadow created before the kill (even one whose UID never reached the checkpoint) is
+    # adopted as it is: same object, same attachment ID and frozen config, never a second one.
+    assert [_frozen(s) for s in left] in ([], [_frozen(shadow)])
+    assert managed_agent.unprepare(claim) == ""
+    assert_released(managed_agent, testbed, ns)
+
+
+def _frozen(shadow: dict[str, Any]) -> tuple[str, str, Any]:
+    meta = shadow["metadata"]
+    return meta["uid"], meta["annotations"][BINDING_ANNOTATION], shadow["spec"]
+
+
+def test_killed_before_the_pending_record_then_unprepared_leaves_nothing(
+    managed_agent, testbed, k8s_namespace, policies, classes
+) -> None:
+    """The kill after the claim's CDI spec is written and before the Pending record: nothing was
+    answered to kubelet, so kubelet may unprepare instead of retrying; that removes the spec."""
+    ns = k8s_namespace
+    put_nad(testbed, ns, "rail-a-net", _sriov_config("ai-rail-a", "192.0.2.0/24"))
+    start_agent(managed_agent, policies)
+    claim = allocated_claim(testbed, ns, classes.name_only, "c")
+    crash_and_restart(managed_agent, "prepare-host", lambda: managed_agent.prepare(claim))
+    assert managed_agent.records() == {}
+    assert list(managed_agent.dirs.cdi.iterdir()) == [
+        CdiDir(managed_agent.dirs.cdi).path(claim["metadata"]["uid"])
+    ]
     assert managed_agent.unprepare(claim) == ""
     assert_released(managed_agent, testbed, ns)
 
