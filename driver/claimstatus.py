@@ -39,6 +39,9 @@ BACKOFF_JITTER: Final = 0.1
 BACKOFF_STEPS: Final = 5
 BACKOFF_CAP: Final = 2.0
 SHADOW_READY: Final = "ShadowReady"
+# A repair pass woken by the shadow a prepare just created has usually read the claim before that
+# prepare's status write; skipping patient writes this long avoids a refused patch and a re-read.
+SETTLE_AFTER_WRITE: Final = 5.0
 # KubeClaims' reason for a claim that no longer exists.
 CLAIM_NOT_FOUND: Final = "ClaimNotFound"
 DEVICE_STATUS_FORBIDDEN: Final = "DeviceStatusForbidden"
@@ -109,15 +112,17 @@ class DeviceStatusWriter:
         self._clock = clock
         self._sleep = sleep
         self._rand = rand
-        self._failures: dict[str, tuple[int, float]] = {}
+        self._failures: dict[str, int] = {}
+        # Claim UID -> no patient write before this time: a backoff after a failure, or a short
+        # settle time after a write, whose claim a racing repair pass may have read just before.
+        self._quiet_until: dict[str, float] = {}
 
     def publish(
         self, claim: Mapping[str, Any], reports: Sequence[DeviceReport], *, patient: bool = False
     ) -> bool:
         """Upsert `reports` into the claim's status.devices; True when a write was made."""
         uid = str((claim.get("metadata") or {}).get("uid"))
-        failed = self._failures.get(uid)
-        if patient and failed is not None and self._clock() < failed[1]:
+        if patient and self._clock() < self._quiet_until.get(uid, 0.0):
             return False
         stamp = self._now().strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -129,15 +134,20 @@ class DeviceStatusWriter:
         try:
             written = self._converge(claim, wanted)
         except ReasonedError:
-            count = 1 if failed is None else failed[0] + 1
-            self._failures[uid] = (count, self._clock() + backoff(count))
+            count = self._failures[uid] = self._failures.get(uid, 0) + 1
+            self._quiet_until[uid] = self._clock() + backoff(count)
             raise
         self._failures.pop(uid, None)
+        if written:
+            self._quiet_until[uid] = self._clock() + SETTLE_AFTER_WRITE
+        else:
+            self._quiet_until.pop(uid, None)
         return written
 
     def withdraw(self, namespace: str, name: str, uid: str, keys: Collection[StatusKey]) -> bool:
         """Remove this driver's entries `keys` from the claim, if it is still claim `uid`."""
         self._failures.pop(uid, None)
+        self._quiet_until.pop(uid, None)
         try:
             claim = self._api.get_claim(namespace, name)
         except ReasonedError as exc:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from driver.apierrors import api_error
-from driver.claimstatus import BACKOFF_STEPS, DeviceStatusWriter, conflict_delay
+from driver.claimstatus import BACKOFF_STEPS, SETTLE_AFTER_WRITE, DeviceStatusWriter, conflict_delay
 from driver.core.devicestatus import DeviceReport, status_key
 from sriov_contract.errors import ReasonedError
 
@@ -157,6 +157,17 @@ def test_a_forbidden_write_backs_off_patient_callers_only(api, clock):
     clock.t += 10.0
     assert w.publish(api.get_claim("ns", "c"), [REPORT], patient=True) is True
     assert api.writes == 3
+
+
+def test_a_patient_caller_holding_a_claim_read_before_a_fresh_write_does_not_write(api, clock):
+    w = writer(api, clock)
+    stale = api.get_claim("ns", "c")
+    assert w.publish(api.get_claim("ns", "c"), [REPORT]) is True
+    assert w.publish(stale, [REPORT], patient=True) is False
+    assert api.writes == 1 and api.gets == 2
+    clock.t += SETTLE_AFTER_WRITE
+    api.claim["status"]["devices"] = [FOREIGN]  # someone removed our entry later on
+    assert w.publish(api.get_claim("ns", "c"), [REPORT], patient=True) is True
 
 
 def test_withdraw_removes_only_our_entries_and_tolerates_a_missing_or_replaced_claim(api, clock):

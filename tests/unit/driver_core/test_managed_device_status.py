@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from driver.claimstatus import DeviceStatusWriter
+from driver.claimstatus import SETTLE_AFTER_WRITE, DeviceStatusWriter
 from driver.discovery import DRIVER_NAME
 from sriov_contract.errors import ReasonedError
 from sriov_contract.keys import NETWORK_STATUS_ANNOTATION
@@ -55,6 +55,7 @@ class Harness:
     env: Env
     requests: list[tuple[str, str]] = field(default_factory=list)
     failures: Failures = field(default_factory=Failures)
+    clock: float = 0.0
 
 
 @pytest.fixture
@@ -73,7 +74,7 @@ def h(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Harness:
 
     monkeypatch.setattr(e.api, "_call", counted)
     # Env builds the service without status reporting; these tests switch it on.
-    e.service._device_status = DeviceStatusWriter(status, sleep=e.sleeps.append)
+    e.service._device_status = DeviceStatusWriter(status, clock=lambda: h.clock, sleep=e.sleeps.append)
     e.service._observer = h.failures
     return h
 
@@ -135,6 +136,9 @@ def test_repair_copies_network_status_and_release_removes_only_our_entry(h: Harn
     status = f'[{{"name": "{NS}/{shadow["metadata"]["name"]}", "interface": "dra0", "ips": ["192.0.2.9"]}}]'
     live["metadata"].setdefault("annotations", {})[NETWORK_STATUS_ANNOTATION] = status
     env.api.put("pods", live)
+    env.service.repair_claim(ref.uid)  # settling after prepare's write: nothing yet
+    assert "networkData" not in devices(env)[1]
+    h.clock += SETTLE_AFTER_WRITE
     env.service.repair_claim(ref.uid)
     assert devices(env)[1]["networkData"] == {"interfaceName": "dra0", "ips": ["192.0.2.9/32"]}
 
