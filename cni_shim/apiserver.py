@@ -46,6 +46,35 @@ def _object(data: bytes, what: str) -> dict[str, Any]:
     return doc
 
 
+def _retries() -> Any:
+    """urllib3's default resends (a connection dropped before the answer), except after a read
+    timeout: by default a held request is sent four times, so one call took 4 x REQUEST_TIMEOUT.
+    A resent status PUT is safe: its resourceVersion precondition turns a lost-but-applied write
+    into a 409, which the core retries by reading the Pod again."""
+    from types import TracebackType  # noqa: PLC0415
+
+    from urllib3.connectionpool import ConnectionPool  # noqa: PLC0415 - daemon only
+    from urllib3.exceptions import ReadTimeoutError  # noqa: PLC0415
+    from urllib3.response import BaseHTTPResponse  # noqa: PLC0415
+    from urllib3.util.retry import Retry  # noqa: PLC0415
+
+    class Retries(Retry):
+        def increment(
+            self,
+            method: str | None = None,
+            url: str | None = None,
+            response: BaseHTTPResponse | None = None,
+            error: Exception | None = None,
+            _pool: ConnectionPool | None = None,
+            _stacktrace: TracebackType | None = None,
+        ) -> Retries:
+            if isinstance(error, ReadTimeoutError):
+                raise error
+            return super().increment(method, url, response, error, _pool, _stacktrace)
+
+    return Retries(Retry.DEFAULT.total)
+
+
 class ApiServer:
     """Thread-safe: the library pools connections per host."""
 
@@ -57,10 +86,12 @@ class ApiServer:
     def connect(cls, kubeconfig: str) -> ApiServer:
         from kubernetes import client, config  # noqa: PLC0415 - daemon only
 
-        if kubeconfig:
-            return cls(config.new_client_from_config(config_file=kubeconfig))  # type: ignore[no-untyped-call]
         configuration = client.Configuration()
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        if kubeconfig:
+            config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)  # type: ignore[no-untyped-call]
+        else:
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        configuration.retries = _retries()
         return cls(client.ApiClient(configuration))
 
     @property
