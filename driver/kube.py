@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 import logging
+import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final
 from urllib.parse import quote
 
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from driver.apierrors import NOT_FOUND, api_error
+from driver.apierrors import NOT_FOUND, ApiError, api_error
 from driver.discovery import DRIVER_NAME
 from sriov_contract.errors import ReasonedError
 from sriov_contract.keys import MANAGED_BY_LABEL, MANAGED_BY_VALUE, NODE_UID_LABEL
@@ -25,6 +27,9 @@ VERSION = "v1alpha1"
 # Pod locks (and every later kubelet retry waiting on them) until TCP gives up. Bounded well
 # below kubelet's 45 s call deadline, so kubelet gets our reasoned "no response" error instead.
 REQUEST_TIMEOUT_S: Final = 15.0
+# Bytes read from a streamed list response at a time: what our side holds of a list, whatever
+# its length, is this plus the item being looked at (a shadow is about 2.3 KiB of JSON).
+STREAM_CHUNK: Final = 256 * 1024
 
 
 def _items(result: Any) -> list[dict[str, Any]]:
@@ -68,7 +73,7 @@ class KubeClaims:
         return obj
 
 
-def _request(
+def _send(
     api: client.ApiClient,
     method: str,
     path: str,
@@ -77,28 +82,48 @@ def _request(
     body: Any = None,
     content_type: str = "application/json",
     query: list[tuple[str, str]] | None = None,
-) -> dict[str, Any] | None:
-    """One raw API call returning the object as API JSON (camelCase, no model conversion), None
-    for a 404 on reads, or an ApiError. A transport failure becomes status 0: outcome unknown."""
+) -> Any:
+    """One raw API call; returns the response with its body still unread. A transport failure
+    becomes an ApiError with status 0: outcome unknown."""
     headers = {"Accept": "application/json", "Content-Type": content_type}
     m, url, hdrs, data, _ = api.param_serialize(
         method, path, query_params=query, header_params=headers, body=body, auth_settings=["BearerToken"]
     )
     try:
-        resp = api.call_api(m, url, header_params=hdrs, body=data, _request_timeout=REQUEST_TIMEOUT_S)
-        raw = resp.read()  # type: ignore[no-untyped-call]
+        return api.call_api(m, url, header_params=hdrs, body=data, _request_timeout=REQUEST_TIMEOUT_S)
     except ApiException as exc:
         raise api_error(int(exc.status or 0), method, what, str(exc.reason or "")) from None
     except Exception as exc:  # urllib3 connection errors: no answer, the outcome is unknown
         raise api_error(0, method, what, exc.__class__.__name__) from None
+
+
+def _read(resp: Any, method: str, what: str) -> bytes:
+    try:
+        return bytes(resp.read())
+    except Exception as exc:  # the connection broke mid-body
+        raise api_error(0, method, what, exc.__class__.__name__) from None
+
+
+def _failure(status: int, raw: bytes, method: str, what: str) -> ApiError:
+    try:
+        detail = str(json.loads(raw).get("message", ""))
+    except ValueError:
+        detail = raw[:200].decode(errors="replace")
+    return api_error(status, method, what, detail)
+
+
+def _request(
+    api: client.ApiClient, method: str, path: str, what: str, **options: Any
+) -> dict[str, Any] | None:
+    """One raw API call (`options` as for _send) returning the object as API JSON (camelCase, no
+    model conversion), None for a 404 on reads, or an ApiError. A transport failure becomes
+    status 0: outcome unknown."""
+    resp = _send(api, method, path, what, **options)
+    raw = _read(resp, method, what)
     if resp.status == NOT_FOUND and method in ("GET", "DELETE"):
         return None
     if resp.status >= 400:
-        try:
-            detail = str(json.loads(raw).get("message", ""))
-        except ValueError:
-            detail = raw[:200].decode(errors="replace")
-        raise api_error(resp.status, method, what, detail)
+        raise _failure(resp.status, raw, method, what)
     obj = json.loads(raw)
     if not isinstance(obj, dict):
         raise api_error(resp.status, method, what, "the response is not a JSON object")
@@ -109,6 +134,125 @@ def _required(obj: dict[str, Any] | None, verb: str, what: str) -> dict[str, Any
     if obj is None:
         raise api_error(NOT_FOUND, verb, what)
     return obj
+
+
+_BLANK: Final = re.compile(r"[ \t\n\r]*")
+_DECODER: Final = json.JSONDecoder()
+
+
+class _Text:
+    """Byte chunks as one str, decoded as they arrive; text before `pos` is dropped on refill."""
+
+    def __init__(self, chunks: Iterable[bytes]) -> None:
+        self._chunks = iter(chunks)
+        self._utf8 = codecs.getincrementaldecoder("utf-8")()
+        self._ended = False
+        self.buf = ""
+        self.pos = 0
+
+    def refill(self) -> bool:
+        """Append the next chunk; False once the input has ended."""
+        if self._ended:
+            return False
+        chunk = next(self._chunks, None)
+        self._ended = chunk is None
+        self.buf = self.buf[self.pos :] + self._utf8.decode(chunk or b"", final=self._ended)
+        self.pos = 0
+        return True
+
+    def peek(self) -> str:
+        """The next non-blank character, not consumed ("" at the end of the input)."""
+        while True:
+            self.pos = _BLANK.match(self.buf, self.pos).end()  # type: ignore[union-attr]
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self.refill():
+                return ""
+
+    def expect(self, allowed: str) -> str:
+        found = self.peek()
+        if not found or found not in allowed:
+            raise ValueError(f"expected one of {allowed!r}, found {found or 'the end'!r}")
+        self.pos += 1
+        return found
+
+    def value(self) -> Any:
+        """The next complete JSON value."""
+        self.peek()
+        while True:
+            try:
+                value, end = _DECODER.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError:
+                if not self.refill():
+                    raise
+                continue
+            # A value ending exactly at the end of the text may go on in the next chunk (12|34).
+            if end < len(self.buf) or not self.refill():
+                self.pos = end
+                return value
+
+
+def _elements(text: _Text) -> Iterator[Any]:
+    text.expect("[")
+    if text.peek() == "]":
+        text.pos += 1
+        return
+    while True:
+        yield text.value()
+        if text.expect(",]") == "]":
+            return
+
+
+def stream_items(chunks: Iterable[bytes], key: str = "items") -> Iterator[Any]:
+    """The elements of the top-level JSON object's `key` array, each decoded as soon as its bytes
+    have arrived; the rest of the document is checked for syntax and dropped. Raises ValueError
+    for anything that is not one well-formed JSON object."""
+    text = _Text(chunks)
+    text.expect("{")
+    end = text.peek() == "}"
+    if end:
+        text.pos += 1
+    while not end:
+        name = text.value()
+        if not isinstance(name, str):
+            raise ValueError("an object key is not a string")
+        text.expect(":")
+        if name == key and text.peek() == "[":
+            yield from _elements(text)
+        else:
+            text.value()
+        end = text.expect(",}") == "}"
+    if text.peek():
+        raise ValueError("text follows the JSON object")
+
+
+def list_streamed(
+    api: client.ApiClient, path: str, what: str, query: list[tuple[str, str]]
+) -> Iterator[dict[str, Any]]:
+    """Every item of one list request as API JSON, decoded while the response streams in.
+
+    One request is one consistent snapshot and the API server's cheapest list: with `limit`
+    pages it spends several times the CPU (each page is a fresh read). Memory on our side stays
+    bounded all the same, because no more than a chunk of the response is held at a time."""
+    resp = _send(api, "GET", path, what, query=query)
+    if resp.status >= 400:
+        raise _failure(resp.status, _read(resp, "GET", what), "GET", what)
+    finished = False
+    try:
+        # read(n) waits for n bytes (or the end), where stream() would hand over every HTTP chunk
+        # of a few KiB, each costing a failed decode of the item it cuts in two.
+        for item in stream_items(iter(lambda: resp.response.read(STREAM_CHUNK), b"")):
+            if not isinstance(item, dict):
+                raise ValueError("a list item is not a JSON object")
+            yield item
+        finished = True
+    except ValueError as exc:
+        raise api_error(resp.status, "GET", what, f"the response is not a JSON list: {exc}") from None
+    except Exception as exc:  # the connection broke mid-body: the listing is incomplete
+        raise api_error(0, "GET", what, exc.__class__.__name__) from None
+    finally:
+        if not finished:
+            resp.response.close()  # unread bytes must not go back to the connection pool
 
 
 class KubePods:
@@ -179,20 +323,19 @@ class KubeShadowLister:
     """Managed shadows of one node across all namespaces (spec 8.5), found by their labels."""
 
     def __init__(self, api: client.ApiClient) -> None:
+        self._api = api
         self._objs = client.CustomObjectsApi(api)
 
     @staticmethod
     def selector(node_uid: str) -> str:
         return f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{NODE_UID_LABEL}={node_uid}"
 
-    def list_shadows(self, node_uid: str) -> list[dict[str, Any]]:
-        return _items(
-            self._objs.list_cluster_custom_object(
-                "k8s.cni.cncf.io",
-                "v1",
-                "network-attachment-definitions",
-                label_selector=self.selector(node_uid),
-            )
+    def list_shadows(self, node_uid: str) -> Iterator[dict[str, Any]]:
+        return list_streamed(
+            self._api,
+            "/apis/k8s.cni.cncf.io/v1/network-attachment-definitions",
+            "NetworkAttachmentDefinitions (managed shadows)",
+            [("labelSelector", self.selector(node_uid))],
         )
 
     def watch_source(self, node_uid: str) -> tuple[str, Callable[..., Any], dict[str, Any]]:

@@ -10,7 +10,7 @@ under UID and resourceVersion preconditions, and leaves every foreign finalizer 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
@@ -26,7 +26,7 @@ from driver.shadow import (
     is_deleting,
     uid_of,
 )
-from sriov_contract.binding import parse_binding
+from sriov_contract.binding import Binding, parse_binding
 from sriov_contract.errors import ReasonedError
 from sriov_contract.keys import BINDING_ANNOTATION, NODE_UID_LABEL, PROTECTION_FINALIZER
 
@@ -39,7 +39,8 @@ class OrphanError(ReasonedError):
 
 
 class ShadowLister(Protocol):
-    def list_shadows(self, node_uid: str) -> list[dict[str, Any]]: ...
+    def list_shadows(self, node_uid: str) -> Iterable[dict[str, Any]]:
+        """This node's managed shadows as one consistent listing, possibly streamed."""
 
 
 @dataclass(frozen=True)
@@ -89,10 +90,42 @@ def checkpoint_bindings(records: Sequence[ClaimRecord]) -> dict[str, BindingReco
     return out
 
 
+@dataclass(frozen=True)
+class _Known:
+    by_attachment: Mapping[str, BindingRecord]
+    by_place: Mapping[tuple[str, str], BindingRecord]
+    """The same records by (namespace, shadow name): where each one's shadow must be."""
+
+    @classmethod
+    def of(cls, records: Sequence[ClaimRecord]) -> _Known:
+        known = checkpoint_bindings(records)
+        return cls(known, {(b.pod_namespace, b.shadow_name): b for b in known.values()})
+
+    def binding(self, meta: Mapping[str, Any]) -> tuple[Binding, BindingRecord | None, Binding | None]:
+        """The shadow's binding, the record holding it and that record's own binding. The driver
+        wrote the annotation as its record's canonical text, so one string comparison with that
+        text proves what the strict parse would return; anything else (edited, foreign,
+        re-encoded) is parsed strictly."""
+        text = str((meta.get("annotations") or {}).get(BINDING_ANNOTATION, ""))
+        record = self.by_place.get((str(meta.get("namespace", "")), str(meta.get("name", ""))))
+        expected = _canonical(record) if record is not None else None
+        if expected is not None and text == expected.to_json():
+            return expected, record, expected
+        binding = parse_binding(text)
+        return binding, self.by_attachment.get(binding.attachment_id), None
+
+
+def _canonical(record: BindingRecord) -> Binding | None:
+    try:
+        return record.binding()
+    except ReasonedError:
+        return None  # an invalid record: the strict path reports it as it always did
+
+
 def correlate(
-    shadows: Sequence[Mapping[str, Any]], records: Sequence[ClaimRecord], node_uid: str
+    shadows: Iterable[Mapping[str, Any]], records: Sequence[ClaimRecord], node_uid: str
 ) -> list[ShadowReport]:
-    known = checkpoint_bindings(records)
+    known = _Known.of(records)
     reports = []
     for obj in shadows:
         meta = obj.get("metadata") or {}
@@ -102,20 +135,19 @@ def correlate(
     return sorted(reports, key=lambda r: (r.namespace, r.name))
 
 
-def _report(obj: Mapping[str, Any], known: Mapping[str, BindingRecord], node_uid: str) -> ShadowReport:
+def _report(obj: Mapping[str, Any], known: _Known, node_uid: str) -> ShadowReport:
     meta = obj.get("metadata") or {}
     finalizers = finalizers_of(obj)
     attachment, pod_uid, claim_uid, status, detail = "", "", "", ORPHAN, ""
     try:
-        binding = parse_binding(str((meta.get("annotations") or {}).get(BINDING_ANNOTATION, "")))
+        binding, record, expected = known.binding(meta)
         attachment, pod_uid, claim_uid = binding.attachment_id, binding.pod_uid, binding.claim_uid
         if binding.node_uid != node_uid:
             raise ReasonedError("OtherNode", f"its binding names node UID {binding.node_uid}")
-        record = known.get(attachment)
         if record is None:
             detail = "no checkpoint record on this node holds this binding"
         else:
-            check_shadow(obj, record, releasing=True, binding=binding)
+            check_shadow(obj, record, releasing=True, binding=binding, expected=expected)
             status = record.phase
     except ShadowError as exc:
         status, detail = CONFLICT, exc.message
@@ -137,6 +169,7 @@ def _report(obj: Mapping[str, Any], known: Mapping[str, BindingRecord], node_uid
 
 
 def scan(lister: ShadowLister, records: Sequence[ClaimRecord], node_uid: str) -> list[ShadowReport]:
+    """Each shadow is checked as the listing streams in and only its small report is kept."""
     return correlate(lister.list_shadows(node_uid), records, node_uid)
 
 

@@ -101,13 +101,18 @@ def _conflict(record: BindingRecord, why: str) -> ShadowError:
 
 
 def check_shadow(
-    obj: Mapping[str, Any], record: BindingRecord, *, releasing: bool, binding: Binding | None = None
+    obj: Mapping[str, Any],
+    record: BindingRecord,
+    *,
+    releasing: bool,
+    binding: Binding | None = None,
+    expected: Binding | None = None,
 ) -> None:
     """Refuse unless `obj` is exactly this binding's shadow (labels, binding, config, owner).
 
-    `binding` is the object's already-parsed binding annotation, when the caller has one: the
-    orphan scan parses every shadow's annotation to find its record, and parsing it again here
-    was the largest single cost of a scan.
+    `binding` is the object's already-parsed binding annotation and `expected` is
+    `record.binding()`, when the caller has them: the orphan scan needs both for every shadow to
+    find its record, and building them again here was the largest single cost of a scan.
     """
     meta = _meta(obj)
     if (meta.get("namespace"), meta.get("name")) != (record.pod_namespace, record.shadow_name):
@@ -129,7 +134,7 @@ def check_shadow(
         binding.verify_identity(record.identity)
     except ReasonedError as exc:
         raise _conflict(record, exc.message) from exc
-    if binding != record.binding():
+    if binding != (expected or record.binding()):
         raise _conflict(record, "its binding annotation records another source, PCI address or interface")
     if (obj.get("spec") or {}).get("config") != record.config:
         raise _conflict(record, "its spec.config differs from the frozen configuration")
