@@ -35,7 +35,7 @@ lint: venv gen
 	@$(VENV)/bin/ruff format --check . >/dev/null || { echo "ruff format would change files: run 'ruff format .'"; exit 1; }
 
 typecheck: venv gen
-	@$(VENV)/bin/mypy cni_shim driver sriov_contract plugins $(wildcard scripts/*.py)
+	@$(VENV)/bin/mypy cni_shim driver sriov_contract plugins tests bench $(wildcard scripts/*.py)
 
 contract-go:
 	@if [ -d tests/go/contract ]; then cd tests/go/contract && GOTOOLCHAIN=local go test ./...; fi

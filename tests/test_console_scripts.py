@@ -1,4 +1,4 @@
-"""The declared console scripts exist and behave (placeholders exit non-zero with a clear message)."""
+"""The declared console scripts are installed, and the admin CLI answers --help."""
 
 import subprocess
 import sys

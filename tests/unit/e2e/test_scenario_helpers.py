@@ -165,7 +165,7 @@ def test_sources_unchanged_compares_uid_version_and_config() -> None:
 
 def test_result_is_ok_unless_something_failed_and_renders_one_line_per_row() -> None:
     result = e2e.Result("s", "thick", rows=[_row("nic-0", "dra0"), _row("nic-1", "dra1", "198.51.100.10/24")])
-    result.checks = [e2e.Check("a", e2e.PASS), e2e.Check("b", e2e.SKIP, "not built")]
+    result.checks = [e2e.Check("a", e2e.PASS), e2e.Check("b", e2e.SKIP, "thin mode")]
     ok_before = result.ok
     result.after_teardown = [e2e.Check("c", e2e.FAIL, "left: x")]
     assert ok_before and not result.ok
@@ -174,7 +174,7 @@ def test_result_is_ok_unless_something_failed_and_renders_one_line_per_row() -> 
     assert lines[0].split()[:2] == ["request", "GPU"] and len(lines) == 4
     assert "198.51.100.10/24" in lines[3] and "dra1" in lines[3]
     text = e2e.render_checks(result.checks)
-    assert "PASS  a" in text and "SKIP  b\n        not built" in text
+    assert "PASS  a" in text and "SKIP  b\n        thin mode" in text
 
 
 class _Steps:
