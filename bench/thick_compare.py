@@ -1,6 +1,6 @@
 """CNI ADD+DEL side by side: cni-shim (thick live reads on/off, thin) vs Multus (thick, thin).
 
-    python -m bench.thick_compare [--cycles 200] [--warmup 5]
+    python -m bench.thick_compare [--cycles 200] [--warmup 5] [--setups live,multus-thick]
 
 Same API server (the local test bed; TESTBED_STATE attaches to a running one), same Pod, same
 two NADs and the same real delegates (ptp + host-local for the cluster network and for each NAD)
@@ -18,13 +18,15 @@ import argparse
 import base64
 import json
 import os
+import resource
 import secrets
 import shutil
+import statistics
 import subprocess
 import sys
 import time
 from bisect import bisect_right
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -53,6 +55,14 @@ OURS_THIN = "cni-shim thin"
 MULTUS_THICK = "Multus thick"
 MULTUS_THIN = "Multus thin"
 PEER = {OURS_LIVE: MULTUS_THICK, OURS_CACHED: MULTUS_THICK, OURS_THIN: MULTUS_THIN}
+# Short names for --setups, so a profiling session can run only the pair it is working on.
+SHORT = {
+    "live": OURS_LIVE,
+    "cached": OURS_CACHED,
+    "thin": OURS_THIN,
+    "multus-thick": MULTUS_THICK,
+    "multus-thin": MULTUS_THIN,
+}
 
 
 @dataclass
@@ -61,13 +71,39 @@ class Setup:
     binary: Path
     conf: dict[str, Any]
     user: str
+    daemon_pid: int | None = None
     samples: list[float] = field(default_factory=list)
+    cpu: list[tuple[float, float, float]] = field(default_factory=list)
     windows: list[tuple[float, float, str]] = field(default_factory=list)
+
+    def cpu_ms(self) -> tuple[float, float, float]:
+        """CPU milliseconds so far of (the plugin processes this bench ran, the setup's daemon
+        itself, the delegates that daemon ran); a busy node's wall time counts everyone's work,
+        this counts only the setup's own."""
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        plugins = (children.ru_utime + children.ru_stime) * 1000
+        if self.daemon_pid is None:
+            return plugins, 0.0, 0.0  # thin: the delegates are the plugin process's children
+        # utime, stime, cutime, cstime: fields 14-17 of /proc/<pid>/stat, after the command.
+        ticks = [
+            int(v) for v in Path(f"/proc/{self.daemon_pid}/stat").read_text().rsplit(")", 1)[1].split()[11:15]
+        ]
+        per_tick = 1000 / os.sysconf("SC_CLK_TCK")
+        return plugins, (ticks[0] + ticks[1]) * per_tick, (ticks[2] + ticks[3]) * per_tick
 
     def run(self, command: str, netns: str, args: str, bin_dir: Path) -> None:
         start = time.time()
         cni(self.binary, command, self.conf, netns, args, bin_dir)
         self.windows.append((start, time.time(), command))
+
+    def per_verb(self) -> dict[str, float]:
+        """Median milliseconds of ADD alone and of DEL alone (the runtime's view, shim process included)."""
+        return {
+            f"{verb}_median": summary([(end - start) * 1000 for start, end, c in self.windows if c == verb])[
+                "median"
+            ]
+            for verb in ("ADD", "DEL")
+        }
 
 
 def ptp(name: str, subnet: str, data_dir: Path) -> dict[str, Any]:
@@ -194,7 +230,10 @@ def multus_identity(bed: TestBed, work: Path) -> tuple[Path, Path]:
 
 
 @contextmanager
-def multus_daemon(bed: TestBed, multus_dir: Path, work: Path, daemon_conf: dict[str, Any]) -> Iterator[Path]:
+def multus_daemon(
+    bed: TestBed, multus_dir: Path, work: Path, daemon_conf: dict[str, Any]
+) -> Iterator[tuple[Path, int]]:
+    """multus-daemon serving; yields its socket directory and process ID."""
     bootstrap, cert_dir = multus_identity(bed, work)
     socket_dir = work / "multus-sock"
     conf_dir = work / "multus-net.d"
@@ -229,6 +268,10 @@ def multus_daemon(bed: TestBed, multus_dir: Path, work: Path, daemon_conf: dict[
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
+        # Its own session, as cni-shim-daemon gets (tests.support.cni_daemon): with the kernel's
+        # autogroup scheduling a session is a CPU-share unit, and sharing the bench's own session
+        # would hand one daemon's delegates a different share of a busy machine than the other's.
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 60
@@ -238,7 +281,7 @@ def multus_daemon(bed: TestBed, multus_dir: Path, work: Path, daemon_conf: dict[
                     f"multus-daemon did not come up:\n{(work / 'multus-daemon.log').read_text()[-3000:]}"
                 )
             time.sleep(0.1)
-        yield socket_dir
+        yield socket_dir, proc.pid
     finally:
         proc.terminate()
         try:
@@ -281,8 +324,11 @@ def _daemon_side(daemon: DaemonProc) -> dict[str, dict[str, Any]]:
     }
 
 
-def measure(bed: TestBed, tools: ToolSet, work: Path, cycles: int, warmup: int) -> dict[str, Any]:
-    """All five setups, cycle by cycle in turn; returns per-setup latency, ratios and API calls."""
+def measure(
+    bed: TestBed, tools: ToolSet, work: Path, cycles: int, warmup: int, only: Collection[str] = ()
+) -> dict[str, Any]:
+    """The setups (all five unless `only` names some), cycle by cycle in turn; returns per-setup
+    latency (ADD+DEL and each verb alone), ratios and API calls."""
     multus_dir = tools.require("multus")
     bin_dir = make_cni_bin_dir(work / "bin", tools)
     launcher.install(bin_dir / "cni-shim")  # the -S launcher a node installs, not the venv's console script
@@ -294,14 +340,16 @@ def measure(bed: TestBed, tools: ToolSet, work: Path, cycles: int, warmup: int) 
     primary = ptp("podnet", "10.90.0.0/24", work / "ipam")
     common = {"binDir": str(bin_dir), "delegates": [primary]}
     tag = secrets.token_hex(2)
+    daemons: dict[str, DaemonProc] = {}
     with ExitStack() as stack:
         netns = stack.enter_context(network_namespace())
-        live_user, cached_user = f"bench-live-{tag}", f"bench-cached-{tag}"
-        live = _our_daemon(stack, bed, work, common, True, live_user)
-        cached = _our_daemon(stack, bed, work, common, False, cached_user)
-        sock = stack.enter_context(
-            multus_daemon(bed, multus_dir, work, {**common, "cniDir": str(work / "mc")})
-        )
+
+        def ours(label: str, live: bool) -> Setup:
+            user = f"bench-{'live' if live else 'cached'}-{tag}"
+            daemons[label] = _our_daemon(stack, bed, work, common, live, user)
+            daemon = daemons[label]
+            assert daemon.proc is not None
+            return Setup(label, bin_dir / "cni-shim", shim_conf(daemon), user, daemon.proc.pid)
 
         def thin(label: str, plugin: str, rules: list[dict[str, Any]]) -> Setup:
             user = f"bench-{plugin}-thin-{tag}"
@@ -315,23 +363,26 @@ def measure(bed: TestBed, tools: ToolSet, work: Path, cycles: int, warmup: int) 
             }
             return Setup(label, bin_dir / plugin, conf, user)
 
-        setups = [
-            Setup(OURS_LIVE, bin_dir / "cni-shim", shim_conf(live), live_user),
-            Setup(OURS_CACHED, bin_dir / "cni-shim", shim_conf(cached), cached_user),
-            thin(OURS_THIN, "cni-shim", DAEMON_RULES),
-            Setup(
-                MULTUS_THICK,
-                bin_dir / "multus-shim",
-                {
-                    "cniVersion": "1.0.0",
-                    "name": "multus-cni-network",
-                    "type": "multus-shim",
-                    "daemonSocketDir": str(sock),
-                },
-                f"system:multus:{bed.node_name}",
-            ),
-            thin(MULTUS_THIN, "multus", MULTUS_RULES),
-        ]
+        def multus_thick(label: str) -> Setup:
+            sock, pid = stack.enter_context(
+                multus_daemon(bed, multus_dir, work, {**common, "cniDir": str(work / "mc")})
+            )
+            conf = {
+                "cniVersion": "1.0.0",
+                "name": "multus-cni-network",
+                "type": "multus-shim",
+                "daemonSocketDir": str(sock),
+            }
+            return Setup(label, bin_dir / "multus-shim", conf, f"system:multus:{bed.node_name}", pid)
+
+        factories: dict[str, Callable[[], Setup]] = {
+            OURS_LIVE: lambda: ours(OURS_LIVE, True),
+            OURS_CACHED: lambda: ours(OURS_CACHED, False),
+            OURS_THIN: lambda: thin(OURS_THIN, "cni-shim", DAEMON_RULES),
+            MULTUS_THICK: lambda: multus_thick(MULTUS_THICK),
+            MULTUS_THIN: lambda: thin(MULTUS_THIN, "multus", MULTUS_RULES),
+        }
+        setups = [make() for label, make in factories.items() if not only or label in only]
         for setup in setups:
             for _ in range(warmup):
                 setup.run("ADD", netns, args, bin_dir)
@@ -340,19 +391,22 @@ def measure(bed: TestBed, tools: ToolSet, work: Path, cycles: int, warmup: int) 
         mark = bed.audit.mark()
         for _ in range(cycles):
             for setup in setups:
+                cpu = setup.cpu_ms()
                 start = time.perf_counter()
                 setup.run("ADD", netns, args, bin_dir)
                 setup.run("DEL", netns, args, bin_dir)
                 setup.samples.append((time.perf_counter() - start) * 1000)
+                setup.cpu.append(tuple(b - a for a, b in zip(cpu, setup.cpu_ms(), strict=True)))  # type: ignore[arg-type]
         # The API server writes an audit event just after answering; let the last ones land.
         time.sleep(1.0)
-        daemon_side = {OURS_LIVE: _daemon_side(live), OURS_CACHED: _daemon_side(cached)}
+        daemon_side = {label: _daemon_side(daemon) for label, daemon in daemons.items()}
     client.CoreV1Api(bed.api_client).delete_namespace(ns)
-    latency = {s.label: summary(s.samples) for s in setups}
+    latency = {s.label: {**summary(s.samples), **s.per_verb(), **_cpu(s.cpu)} for s in setups}
     for label, peer in PEER.items():
-        latency[label]["peer"] = peer
-        latency[label]["ratio_median"] = latency[label]["median"] / latency[peer]["median"]
-        latency[label]["ratio_p95"] = latency[label]["p95"] / latency[peer]["p95"]
+        if label in latency and peer in latency:
+            latency[label]["peer"] = peer
+            latency[label]["ratio_median"] = latency[label]["median"] / latency[peer]["median"]
+            latency[label]["ratio_p95"] = latency[label]["p95"] / latency[peer]["p95"]
     return {
         "cycles": cycles,
         "latency_ms": latency,
@@ -365,6 +419,15 @@ def measure(bed: TestBed, tools: ToolSet, work: Path, cycles: int, warmup: int) 
     }
 
 
+def _cpu(samples: list[tuple[float, float, float]]) -> dict[str, float]:
+    """Mean CPU milliseconds per cycle, in total and by part (clock ticks are too coarse for medians)."""
+    parts = {
+        f"cpu_{part}": statistics.fmean(sample[i] for sample in samples)
+        for i, part in enumerate(("plugins", "daemon", "delegates"))
+    }
+    return {"cpu": sum(parts.values()), **parts}
+
+
 def _calls(per: Mapping[str, float]) -> str:
     return ", ".join(f"{k} {v:.2f}" for k, v in per.items()) or "none"
 
@@ -372,12 +435,18 @@ def _calls(per: Mapping[str, float]) -> str:
 def report(result: Mapping[str, Any]) -> None:
     print(
         f"CNI ADD+DEL over {result['cycles']} alternating cycles (ptp+host-local cluster network + two NADs, "
-        "real API server), ms:"
+        "real API server), ms; CPU: mean per cycle of the plugin processes, the daemon and its delegates:"
     )
-    print(f"  {'setup':34s} {'median':>8s} {'p95':>8s}  vs peer (median, p95)")
+    print(
+        f"  {'setup':34s} {'median':>8s} {'p95':>8s} {'ADD':>7s} {'DEL':>7s}  {'CPU = plugin+daemon+delegates':30s}"
+        "  vs peer (median, p95)"
+    )
     for label, s in result["latency_ms"].items():
         ratio = f"x{s['ratio_median']:.2f}, x{s['ratio_p95']:.2f} of {s['peer']}" if "peer" in s else ""
-        print(f"  {label:34s} {s['median']:8.1f} {s['p95']:8.1f}  {ratio}")
+        print(
+            f"  {label:34s} {s['median']:8.1f} {s['p95']:8.1f} {s['ADD_median']:7.1f} {s['DEL_median']:7.1f}"
+            f"  {s['cpu']:5.0f} = {s['cpu_plugins']:4.0f} + {s['cpu_daemon']:4.0f} + {s['cpu_delegates']:6.0f}      {ratio}"
+        )
     print("API requests per ADD / per DEL (audit log; informer lists/watches left out):")
     for label, per in result["api_requests"].items():
         print(f"  {label:34s} ADD: {_calls(per['ADD'])}")
@@ -395,9 +464,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--cycles", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument(
+        "--setups", default="", help=f"comma-separated subset of {', '.join(SHORT)} (default: all five)"
+    )
     opts = parser.parse_args(argv)
+    unknown = [name for name in opts.setups.split(",") if name and name not in SHORT]
+    if unknown:
+        parser.error(f"unknown setups {unknown}; choose from {', '.join(SHORT)}")
+    only = [SHORT[name] for name in opts.setups.split(",") if name]
     return standalone(
-        "bench-cni-", lambda bed, tools, work: report(measure(bed, tools, work, opts.cycles, opts.warmup))
+        "bench-cni-",
+        lambda bed, tools, work: report(measure(bed, tools, work, opts.cycles, opts.warmup, only)),
     )
 
 

@@ -2,6 +2,7 @@
 
 Each connection gets its own thread and one request (HTTP/1.0, no keep-alive), so requests
 for different containers run in parallel; the dispatcher serializes those for one container.
+Until the daemon is ready (and again while it drains) `/cni` answers 503 without running anything.
 """
 
 from __future__ import annotations
@@ -16,11 +17,18 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from cni_shim.dispatch import MAX_BODY, Answer
-from cni_shim.thick_client import SOCKET_NAME
+from cni_shim.errors import TRY_AGAIN_LATER
+from cni_shim.thick_client import NOT_READY, SOCKET_NAME
 
 # Test hooks: only served when the daemon runs with --enable-test-hooks.
 HOOKS_PATH = "/debug/informers"
 FREEZE_PATH = "/debug/informers/freeze"
+_NOT_READY_BODY = json.dumps(
+    {
+        "code": TRY_AGAIN_LATER,
+        "msg": "DaemonNotReady: cni-shim-daemon is starting or shutting down and ran nothing; retry",
+    }
+).encode()
 
 
 class State:
@@ -106,6 +114,11 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/cni":
             if method != "POST":
                 self._reply(405, b"Method not allowed\n", "text/plain")
+                return
+            if not state.ready.is_set():
+                # The shim sends without asking /readyz first; this answer tells it nothing ran,
+                # so waiting for readiness and sending again is safe.
+                self._reply(NOT_READY, _NOT_READY_BODY)
                 return
             body = self._body()
             if body is None:

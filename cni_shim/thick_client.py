@@ -5,7 +5,11 @@ per connection, the daemon closes it) instead of through `http.client`, whose `e
 alone costs more than the whole round trip; for the same reason the C-level `_socket` and
 `cni_shim.quickjson` stand in for `socket` and `json` (each about 10 ms to import). The wire shape is Multus's `/cni` API: a JSON body
 `{"env": {...}, "config": "<base64 stdin>"}`, answered 200 `{"Result": {...}}` (or an empty body),
-or 400 with CNI error JSON.
+or 400 with CNI error JSON; 503 means the daemon is not ready and ran nothing.
+
+The request goes out at once: a daemon that is not serving (no socket, refused) or not ready
+(503) has done nothing, so the shim then waits on /readyz and sends it again. Asking /readyz
+first instead would cost every request a second connection and daemon thread.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from cni_shim import quickjson
 from cni_shim.errors import INTERNAL, TRY_AGAIN_LATER, CniError
 
 SOCKET_NAME = "cni-shim.sock"
+NOT_READY = 503
 DEFAULT_READY_TIMEOUT = 30.0
 DEFAULT_REQUEST_TIMEOUT = 200.0
 READY_INTERVAL = 0.1
@@ -27,6 +32,10 @@ _MAX_ANSWER = 16 * 1024 * 1024
 _SOCKET_DIR_KEY = "daemonsocketdir"
 _READY_KEY = "daemonreadytimeout"
 _REQUEST_KEY = "daemonrequesttimeout"
+
+
+class NotServing(OSError):
+    """Nothing accepted the connection, so the daemon saw nothing of the request."""
 
 
 class Target:
@@ -98,7 +107,10 @@ def exchange(path: str, method: str, endpoint: str, body: bytes, timeout: float)
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(timeout)
-        sock.connect(path)
+        try:
+            sock.connect(path)
+        except OSError as exc:
+            raise NotServing(exc.errno, exc.strerror or str(exc)) from exc
         sock.sendall(head + body)
         chunks = []
         size = 0
@@ -117,8 +129,7 @@ def exchange(path: str, method: str, endpoint: str, body: bytes, timeout: float)
     return int(parts[1]), payload
 
 
-def _wait_ready(where: Target) -> None:
-    deadline = time.monotonic() + where.ready_timeout
+def _wait_ready(where: Target, deadline: float) -> None:
     while True:
         try:
             status, _ = exchange(where.path, "GET", "/readyz", b"", READY_INTERVAL * 10)
@@ -134,12 +145,29 @@ def _wait_ready(where: Target) -> None:
 
 def forward(env: dict[str, str], stdin: bytes, where: Target) -> dict[str, object] | None:
     """Send the request; returns the ADD result (None for other verbs) or raises the daemon's CniError."""
-    _wait_ready(where)
     body = quickjson.dumps(
         {"env": env, "config": binascii.b2a_base64(stdin, newline=False).decode()}
     ).encode()
+    deadline = time.monotonic() + where.ready_timeout
+    while True:
+        try:
+            status, payload = _post(where, body)
+        except NotServing as exc:
+            status, why = NOT_READY, exc.strerror or str(exc)
+        else:
+            why = f"/cni answered {status} (not ready)"
+        if status != NOT_READY:
+            return _answer(status, payload)
+        if time.monotonic() + READY_INTERVAL > deadline:
+            raise _unavailable(where, f"not ready within {where.ready_timeout:g}s ({why})")
+        _wait_ready(where, deadline)
+
+
+def _post(where: Target, body: bytes) -> tuple[int, bytes]:
     try:
-        status, payload = exchange(where.path, "POST", "/cni", body, where.request_timeout)
+        return exchange(where.path, "POST", "/cni", body, where.request_timeout)
+    except NotServing:
+        raise
     except TimeoutError as exc:
         raise CniError(
             "DaemonTimeout",
@@ -149,7 +177,6 @@ def forward(env: dict[str, str], stdin: bytes, where: Target) -> dict[str, objec
         ) from exc
     except OSError as exc:
         raise _unavailable(where, f"the request was cut off ({exc.strerror or exc})") from exc
-    return _answer(status, payload)
 
 
 def _answer(status: int, payload: bytes) -> dict[str, object] | None:

@@ -1,0 +1,139 @@
+"""The shim sends its request at once; a daemon that is absent or not ready ran nothing, so it waits and resends."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cni_shim import main, thick_client
+from cni_shim.dispatch import Answer
+from cni_shim.server import State, listen
+from tests.unit.cni_thick.test_shim_and_server import ENV
+
+RESULT = {"cniVersion": "1.0.0", "interfaces": [{"name": "eth0"}]}
+
+
+class ReadyAfterFirstLook(threading.Event):
+    """Not ready for the first question (the shim's /cni), ready from the second on (its /readyz)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.looks = 0
+
+    def is_set(self) -> bool:
+        self.looks += 1
+        if self.looks > 1:
+            self.set()
+        return super().is_set()
+
+
+class Daemon:
+    def __init__(self, socket_dir: Path, state: State) -> None:
+        self.socket_dir = socket_dir
+        self.state = state
+        self.paths: list[str] = []
+        self.served: list[bytes] = []
+        self._servers: list[object] = []
+
+    def start(self) -> None:
+        def serve(body: bytes) -> Answer:
+            self.served.append(body)
+            return Answer(200, json.dumps({"Result": RESULT}).encode(), "ok")
+
+        server = listen(str(self.socket_dir), serve, self.state, None)
+        paths = self.paths
+
+        class Recording(server.RequestHandlerClass):  # type: ignore[name-defined,misc]
+            def _route(self, method: str) -> None:
+                paths.append(f"{method} {self.path}")
+                super()._route(method)
+
+        server.RequestHandlerClass = Recording
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self._servers.append(server)
+
+    def stop(self) -> None:
+        for server in self._servers:
+            server.shutdown()  # type: ignore[attr-defined]
+            server.server_close()  # type: ignore[attr-defined]
+
+    def conf(self) -> bytes:
+        return json.dumps(
+            {
+                "cniVersion": "1.0.0",
+                "name": "n",
+                "type": "cni-shim",
+                "daemonSocketDir": str(self.socket_dir),
+                "daemonReadyTimeout": 20,
+            }
+        ).encode()
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[Daemon]:
+    state = State()
+    running = Daemon(tmp_path / "sock", state)
+    yield running
+    running.stop()
+
+
+def test_a_ready_daemon_gets_one_connection_per_request(daemon):
+    daemon.state.ready.set()
+    daemon.start()
+    status, out, _ = main.run(ENV, daemon.conf)
+    assert (status, json.loads(out)) == (0, RESULT)
+    assert daemon.paths == ["POST /cni"]
+    assert len(daemon.served) == 1
+
+
+def test_a_daemon_not_ready_yet_runs_nothing_and_the_shim_resends_once_it_is(daemon):
+    daemon.state.ready = ReadyAfterFirstLook()
+    daemon.start()
+    status, out, _ = main.run(ENV, daemon.conf)
+    assert (status, json.loads(out)) == (0, RESULT)
+    assert daemon.paths == ["POST /cni", "GET /readyz", "POST /cni"]
+    assert len(daemon.served) == 1
+
+
+def test_the_not_ready_answer_is_try_again_later_cni_error_json(daemon):
+    daemon.start()
+    sock = str(daemon.socket_dir / thick_client.SOCKET_NAME)
+    status, body = thick_client.exchange(sock, "POST", "/cni", b"{}", 5)
+    doc = json.loads(body)
+    assert (status, doc["code"]) == (thick_client.NOT_READY, 11)
+    assert doc["msg"].startswith("DaemonNotReady: ")
+    assert daemon.served == []
+
+
+def test_a_daemon_that_starts_listening_later_gets_the_request_once(daemon):
+    daemon.state.ready.set()
+    outcome: list[tuple[int, str, str]] = []
+    shim = threading.Thread(target=lambda: outcome.append(main.run(ENV, daemon.conf)))
+    shim.start()
+    daemon.start()
+    shim.join(30)
+    ((status, out, _),) = outcome
+    assert (status, json.loads(out)) == (0, RESULT)
+    assert daemon.paths[-1] == "POST /cni"
+    assert len(daemon.served) == 1
+
+
+def test_a_daemon_that_never_becomes_ready_is_unavailable_within_the_budget(tmp_path):
+    state = State()
+    running = Daemon(tmp_path / "sock", state)
+    running.start()
+    try:
+        conf = json.loads(running.conf())
+        conf["daemonReadyTimeout"] = 0.3
+        status, out, _ = main.run(ENV, lambda: json.dumps(conf).encode())
+    finally:
+        running.stop()
+    doc = json.loads(out)
+    assert (status, doc["code"]) == (1, 11)
+    assert doc["msg"].startswith("DaemonUnavailable: ")
+    assert "not ready within 0.3s" in doc["msg"]
+    assert running.served == []
