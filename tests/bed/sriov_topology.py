@@ -300,16 +300,7 @@ def plan_node(topology: Topology, prefix: str) -> NodePlan:
                 )
             )
         gpus.extend(
-            GpuRecord(
-                pci=g.bdf,
-                pcie_root=pcie_root,
-                numa=root.numa,
-                vendor=g.vendor,
-                device=g.device,
-                driver=g.driver,
-                name=g.name,
-            )
-            for g in root.gpus
+            GpuRecord(g.bdf, pcie_root, root.numa, g.vendor, g.device, g.driver, g.name) for g in root.gpus
         )
     plan = NodePlan(prefix, f"fakesriov-{prefix}", tuple(pfs), tuple(gpus), device_paths, bridge_paths)
     too_long = [n for n in plan.link_names() if len(n.encode()) > IFNAMSIZ]
