@@ -298,26 +298,40 @@ class ManagedPreparer:
     def _report_devices(
         self, ref: ClaimRef, claim: Mapping[str, Any], consumer: Consumer, *, patient: bool
     ) -> None:
-        """Best-effort status.devices for the claim's Ready bindings: diagnostics only, so a
-        failure is reported and retried by later repair passes, never raised."""
-        recorded = self._checkpoint.snapshot_claim(ref.uid)
-        if self._device_status is None or recorded is None:
-            return
-        try:
-            reports = ready_reports([b for _d, b in records_of(recorded)], consumer.pod)
-            self._device_status.publish(claim, reports, patient=patient)
-        except ReasonedError as exc:
-            self._observer.failed(DEVICE_STATUS, ref, recorded, exc)
+        """status.devices for the claim's Ready bindings (diagnostics; later repair passes retry)."""
+        writer, recorded = self._device_status, self._checkpoint.snapshot_claim(ref.uid)
+        if writer is not None and recorded is not None:
+            self._best_effort(
+                ref,
+                recorded,
+                lambda: writer.publish(
+                    claim, ready_reports([b for _d, b in records_of(recorded)], consumer.pod), patient=patient
+                ),
+            )
 
     def _withdraw_devices(self, recorded: ClaimRecord) -> None:
-        if self._device_status is None:
-            return
-        keys = {(DRIVER_NAME, d.pool, d.device, "") for d in recorded.devices}
+        writer = self._device_status
+        if writer is not None:
+            keys = {(DRIVER_NAME, d.pool, d.device, "") for d in recorded.devices}
+            self._best_effort(
+                ClaimRef(recorded.namespace, recorded.name, recorded.claim_uid),
+                recorded,
+                lambda: writer.withdraw(recorded.namespace, recorded.name, recorded.claim_uid, keys),
+            )
+
+    def _best_effort(self, ref: ClaimRef, recorded: ClaimRecord, write: Callable[[], bool]) -> None:
+        """Run a status.devices write that must never fail a prepare or a release: any failure, a
+        bug included, is reported (log, Event, metric) and left to the next attempt."""
         try:
-            self._device_status.withdraw(recorded.namespace, recorded.name, recorded.claim_uid, keys)
+            write()
         except ReasonedError as exc:
-            ref = ClaimRef(recorded.namespace, recorded.name, recorded.claim_uid)
             self._observer.failed(DEVICE_STATUS, ref, recorded, exc)
+        except Exception as exc:
+            log.exception("status.devices of claim %s/%s failed unexpectedly", ref.namespace, ref.name)
+            error = ReasonedError(
+                "DeviceStatusFailed", f"{exc.__class__.__name__}: {exc}; see the driver log"
+            )
+            self._observer.failed(DEVICE_STATUS, ref, recorded, error)
 
     def _notify(self, claim_uid: str, phase: str) -> None:
         recorded = self._checkpoint.snapshot_claim(claim_uid)

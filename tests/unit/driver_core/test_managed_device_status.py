@@ -163,3 +163,16 @@ def test_a_refused_status_write_still_prepares_and_repair_backs_off(h: Harness) 
     assert env.unprepare(ref) == ""  # release does not wait on the status either
     assert h.failures.seen[-1] == ("device-status", "AccessDenied")
     assert env.checkpoint.snapshot_claim(ref.uid) is None and env.shadows() == []
+
+
+def test_a_bug_in_status_reporting_never_fails_prepare(h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    env = h.env
+    _pod, ref = with_gpu(env)
+
+    def broken(self: ClaimStatus, namespace: str, name: str, ops: list[dict[str, Any]]) -> Any:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(ClaimStatus, "patch_claim_status", broken)
+    assert env.prepare(ref).error == "" and env.phases(ref.uid) == ["Ready"]
+    assert h.failures.seen == [("device-status", "DeviceStatusFailed")]
+    assert env.unprepare(ref) == "" and env.checkpoint.snapshot_claim(ref.uid) is None
