@@ -233,10 +233,16 @@ def list_streamed(
 
     One request is one consistent snapshot and the API server's cheapest list: with `limit`
     pages it spends several times the CPU (each page is a fresh read). Memory on our side stays
-    bounded all the same, because no more than a chunk of the response is held at a time."""
+    bounded all the same, because no more than a chunk of the response is held at a time. The
+    request goes out now and the items are read as the caller iterates, so whatever the caller
+    does in between overlaps the API server's work."""
     resp = _send(api, "GET", path, what, query=query)
     if resp.status >= 400:
         raise _failure(resp.status, _read(resp, "GET", what), "GET", what)
+    return _items_of(resp, what)
+
+
+def _items_of(resp: Any, what: str) -> Iterator[dict[str, Any]]:
     finished = False
     try:
         # read(n) waits for n bytes (or the end), where stream() would hand over every HTTP chunk

@@ -169,7 +169,8 @@ def _report(obj: Mapping[str, Any], known: _Known, node_uid: str) -> ShadowRepor
 
 
 def scan(lister: ShadowLister, records: Sequence[ClaimRecord], node_uid: str) -> list[ShadowReport]:
-    """Each shadow is checked as the listing streams in and only its small report is kept."""
+    """Each shadow is checked as the listing streams in and only its small report is kept; the
+    checkpoint is indexed while the API server prepares the listing."""
     return correlate(lister.list_shadows(node_uid), records, node_uid)
 
 
