@@ -43,6 +43,7 @@ from tests.bed.bed import TestBed
 from tests.bed.fakenode import FakeNode
 from tests.bed.kubelet_sim import Cnitool, PodRecord, SimulatedKubelet
 from tests.bed.sriov_topology import VfRecord
+from tests.bed.tools import ToolSet
 from tests.bed.waiting import WaitTimeout, wait_for
 from tests.support.cni import (
     WHEREABOUTS_CRDS,
@@ -1044,6 +1045,30 @@ def teardown_checks(stack: Stack, workload: Workload, pod_refs: Sequence[str]) -
     claims = sorted(stack.checkpoint_claims())
     checks.append(check("the driver's checkpoint is empty", not claims, ", ".join(claims)))
     return checks
+
+
+class Stacks:
+    """One stack at a time: two drivers or two kubelets on the same node would fight over it."""
+
+    def __init__(self, bed: TestBed, tools: ToolSet) -> None:
+        self.bed, self.tools = bed, tools
+        self.current: Stack | None = None
+
+    def get(self, *, thick: bool) -> Stack:
+        for component in ("plugins", "whereabouts", "cnitool"):
+            self.tools.require(component)
+        if self.current is not None and self.current.thick != thick:
+            self.close()
+        if self.current is None:
+            stack = Stack(self.bed, thick=thick)
+            stack.__enter__()
+            self.current = stack
+        return self.current
+
+    def close(self) -> None:
+        if self.current is not None:
+            self.current.down()
+            self.current = None
 
 
 # -- scenarios ---------------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ sandbox re-created without a new prepare, and a second Pod on the same rails.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 from pyroute2 import netns
@@ -17,47 +16,6 @@ from sriov_contract import keys
 from tests.bed import e2e
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
-
-
-class Stacks:
-    """One stack at a time: two drivers or two kubelets on the same node would fight over it."""
-
-    def __init__(self, testbed, tool_dirs) -> None:
-        self.testbed, self.tool_dirs = testbed, tool_dirs
-        self.current: e2e.Stack | None = None
-
-    def get(self, *, thick: bool) -> e2e.Stack:
-        for component in ("plugins", "whereabouts", "cnitool"):
-            self.tool_dirs.require(component)
-        if self.current is not None and self.current.thick != thick:
-            self.close()
-        if self.current is None:
-            stack = e2e.Stack(self.testbed, thick=thick)
-            stack.__enter__()
-            self.current = stack
-        return self.current
-
-    def close(self) -> None:
-        if self.current is not None:
-            self.current.down()
-            self.current = None
-
-
-@pytest.fixture(scope="module")
-def stacks(testbed, tool_dirs) -> Iterator[Stacks]:
-    made = Stacks(testbed, tool_dirs)
-    yield made
-    made.close()
-
-
-@pytest.fixture
-def thick_stack(stacks: Stacks) -> e2e.Stack:
-    return stacks.get(thick=True)
-
-
-@pytest.fixture
-def thin_stack(stacks: Stacks) -> e2e.Stack:
-    return stacks.get(thick=False)
 
 
 def explain(stack: e2e.Stack, result: e2e.Result) -> str:

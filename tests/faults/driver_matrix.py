@@ -30,13 +30,8 @@ from driver.crashpoints import CRASH_ENV
 from sriov_contract.keys import PROTECTION_FINALIZER
 from tests.bed import faultproxy
 from tests.bed.claims import allocated_claim
+from tests.bed.managed_driver import NADS, pod_networks, release_workloads, shadows
 from tests.bed.waiting import wait_for
-from tests.integration.managed.test_managed_bindings import (
-    NADS,
-    pod_networks,
-    release_workloads,
-    shadows,
-)
 
 PREPARE = "prepare"
 UNPREPARE = "unprepare"

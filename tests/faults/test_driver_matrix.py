@@ -9,23 +9,16 @@ import re
 
 import pytest
 
+from tests.bed.managed_driver import IDENTITY, put_nad, sriov_config, start_agent
 from tests.faults.driver_matrix import BOUNDARIES, COLUMNS, FAST, ROWS, DriverMatrix
-from tests.integration.managed.test_managed_bindings import (  # fixtures, used by name
-    IDENTITY,
-    _release_test_namespace,
-    classes,
-    managed_agent,
-    policies,
-    put_nad,
-    shipped_rbac_identity,
-    start_agent,
-)
-from tests.integration.managed.test_managed_bindings import _sriov_config as sriov_config
 from tests.support.faultmatrix import FAIL, NA, PASS
 
-pytestmark = [pytest.mark.integration, pytest.mark.netns, pytest.mark.faults]
-
-__all__ = ["_release_test_namespace", "classes", "managed_agent", "policies", "shipped_rbac_identity"]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.netns,
+    pytest.mark.faults,
+    pytest.mark.usefixtures("released_workloads"),
+]
 
 TITLE = "driver: boundary x fault (prepare, repair, unprepare)"
 # A regex over "<row> x <column>" that narrows the run to matching cells, e.g. "EROFS".

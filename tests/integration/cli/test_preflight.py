@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from driver.cli_preflight import DRIVER_RIGHTS
-from tests.integration.managed.test_managed_bindings import IDENTITY
+from tests.bed.managed_driver import IDENTITY
 from tests.support.deploy import DEPLOY_DIR
 
 pytestmark = pytest.mark.integration

@@ -3,191 +3,22 @@ with the fake kubelet dialing its real unix sockets."""
 
 from __future__ import annotations
 
-import functools
 import json
-import os
 import secrets
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 
-from tests.bed.apiobjects import items_of
-from tests.bed.bed import TestBed
 from tests.bed.claims import allocated_claim, claim_ref, custom_objects
+from tests.bed.node_agent import DRIVER, node_slices, put_attributes, put_policy, vf_names, wait_published
 from tests.bed.waiting import wait_for
 from tests.support.kubelet import KubeletDirs
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
 
-REPO = Path(__file__).resolve().parents[3]
-DRIVER = "sriovnetwork.k8snetworkplumbingwg.io"
-GROUP_VERSION = f"{DRIVER}/v1alpha1"
 PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
-
-DRIVER_RULES = [
-    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
-    {
-        "apiGroups": ["resource.k8s.io"],
-        "resources": ["resourceslices"],
-        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
-    },
-    {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get"]},
-    {
-        "apiGroups": [DRIVER],
-        "resources": ["sriovresourcepolicies", "deviceattributes"],
-        "verbs": ["get", "list", "watch"],
-    },
-]
-
-
-@pytest.fixture(scope="session")
-def driver_crds(testbed) -> None:
-    docs = [
-        yaml.safe_load((REPO / "deploy/crds" / f).read_text())
-        for f in ("sriovresourcepolicy.yaml", "deviceattributes.yaml")
-    ]
-    testbed.apply(docs)
-    ext = client.ApiextensionsV1Api(testbed.api_client)
-
-    def established(name: str) -> bool:
-        status = ext.read_custom_resource_definition(name).status
-        conditions = (status.conditions if status else None) or []
-        return any(c.type == "Established" and c.status == "True" for c in conditions)
-
-    for doc in docs:
-        name = doc["metadata"]["name"]
-        wait_for(functools.partial(established, name), 30, what=f"CRD {name} established")
-    testbed.grant(testbed.user_of("driver"), DRIVER_RULES)
-
-
-class Agent:
-    """One sriov-dra-driver process; restartable with the same directories."""
-
-    def __init__(self, testbed: TestBed, namespace: str, sysfs: Path, dirs: KubeletDirs) -> None:
-        self.dirs = dirs
-        self.log = dirs.root / "driver.log"
-        self.env = {
-            **os.environ,
-            "NODE_NAME": testbed.node_name,
-            "NAMESPACE": namespace,
-            "CDI_ROOT": str(dirs.cdi),
-            "KUBELET_REGISTRAR_DIRECTORY_PATH": str(dirs.registry),
-            "KUBELET_PLUGINS_DIRECTORY_PATH": str(dirs.plugins),
-            "SYSFS_ROOT": str(sysfs),
-            "KUBECONFIG": str(testbed.kubeconfig_for("driver")),
-            "CONFIGURATION_MODE": "MULTUS",
-        }
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def checkpoint(self) -> Path:
-        return self.dirs.plugins / DRIVER / "checkpoint.json"
-
-    def start(self) -> subprocess.Popen[bytes]:
-        with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [str(Path(sys.executable).parent / "sriov-dra-driver")],
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=REPO,
-            )
-        return self.proc
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-
-@pytest.fixture
-def agent(testbed, driver_crds, k8s_namespace, fake_node, kubelet_dirs) -> Iterator[Agent]:
-    a = Agent(testbed, k8s_namespace, fake_node.sysfs_root, kubelet_dirs)
-    yield a
-    a.stop()
-    # Slices outlive the process (the Node owns them); the next test starts from none.
-    for s in node_slices(testbed):
-        custom_objects(testbed).delete_cluster_custom_object(
-            "resource.k8s.io", "v1", "resourceslices", s["metadata"]["name"]
-        )
-    for f in sorted(kubelet_dirs.cdi.glob("*")):
-        print("CDI left:", f.name)
-    print(a.output()[-4000:])
-
-
-# -- API helpers ---------------------------------------------------------------------------------
-
-
-def put_policy(testbed, ns: str, name: str, spec: dict[str, Any]) -> None:
-    testbed.apply(
-        [
-            {
-                "apiVersion": GROUP_VERSION,
-                "kind": "SriovResourcePolicy",
-                "metadata": {"name": name, "namespace": ns},
-                "spec": spec,
-            }
-        ]
-    )
-
-
-def put_attributes(testbed, ns: str, name: str, labels: dict[str, str], attributes: dict[str, Any]) -> None:
-    testbed.apply(
-        [
-            {
-                "apiVersion": GROUP_VERSION,
-                "kind": "DeviceAttributes",
-                "metadata": {"name": name, "namespace": ns, "labels": labels},
-                "spec": {"attributes": attributes},
-            }
-        ]
-    )
-
-
-def node_slices(testbed: TestBed) -> list[dict[str, Any]]:
-    return items_of(
-        custom_objects(testbed).list_cluster_custom_object(
-            "resource.k8s.io",
-            "v1",
-            "resourceslices",
-            field_selector=f"spec.nodeName={testbed.node_name},spec.driver={DRIVER}",
-        )
-    )
-
-
-def published(testbed: TestBed) -> dict[str, dict[str, Any]]:
-    return {
-        d["name"]: d.get("attributes") or {}
-        for s in node_slices(testbed)
-        for d in s["spec"].get("devices") or []
-    }
-
-
-def wait_published(testbed, predicate, what: str, timeout: float = 30) -> dict[str, dict[str, Any]]:
-    def check() -> tuple[dict[str, dict[str, Any]]] | None:
-        p = published(testbed)
-        return (p,) if predicate(p) else None  # wrapped: an empty dict is a valid, falsy answer
-
-    return wait_for(check, timeout, what=what)[0]
-
-
-def vf_names(fake_node) -> set[str]:
-    return {vf.pci.replace(":", "-").replace(".", "-") for vf in fake_node.vfs}
 
 
 # -- tests ---------------------------------------------------------------------------------------

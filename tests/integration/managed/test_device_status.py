@@ -6,10 +6,6 @@ only honours for a ServiceAccount token bound to a Pod on the claim's node; the 
 certificate identities carry no node, so one test runs the driver with a real bound token and
 another shows that a refused status write still prepares."""
 
-# Fixtures are imported from the managed suite and requested by parameter name, which ruff reads
-# as redefinitions.
-# ruff: noqa: F811
-
 from __future__ import annotations
 
 import json
@@ -34,23 +30,12 @@ from tests.bed.claims import (
     get_claim,
     wait_reserved,
 )
+from tests.bed.managed_driver import binding_of, put_nad, shadows, sriov_config, start_agent
+from tests.bed.node_agent import DRIVER
 from tests.bed.waiting import wait_for
-from tests.integration.managed.test_managed_bindings import (  # noqa: F401 - fixtures used by name
-    DRIVER,
-    _release_test_namespace,
-    _sriov_config,
-    binding_of,
-    classes,
-    managed_agent,
-    policies,
-    put_nad,
-    shadows,
-    shipped_rbac_identity,
-    start_agent,
-)
 from tests.support.deploy import DRIVER_NAMESPACE, DRIVER_SA, service_account_user
 
-pytestmark = [pytest.mark.integration, pytest.mark.netns]
+pytestmark = [pytest.mark.integration, pytest.mark.netns, pytest.mark.usefixtures("released_workloads")]
 
 GPU_DRIVER = "gpu.nvidia.com"
 
@@ -126,7 +111,7 @@ def test_status_devices_reports_our_bindings_beside_other_drivers(
     managed_agent, testbed, k8s_namespace, policies, classes, gpu_slices, node_bound_kubeconfig
 ) -> None:
     ns, node = k8s_namespace, managed_agent.fake_node
-    put_nad(testbed, ns, "rail-a-net", _sriov_config("ai-rail-a", "192.0.2.0/24"))
+    put_nad(testbed, ns, "rail-a-net", sriov_config("ai-rail-a", "192.0.2.0/24"))
     gpu_slices(testbed.node_name, node.gpus)
     managed_agent.env["REPAIR_INTERVAL"] = "1"
     managed_agent.env["KUBECONFIG"] = str(node_bound_kubeconfig)
@@ -219,7 +204,7 @@ def test_a_refused_status_write_still_prepares_and_is_reported(
     shipped RBAC the API server refuses its status.devices write (it would need arbitrary-node),
     as a field error (422) rather than a 403."""
     ns = k8s_namespace
-    put_nad(testbed, ns, "rail-a-net", _sriov_config("ai-rail-a", "192.0.2.0/24"))
+    put_nad(testbed, ns, "rail-a-net", sriov_config("ai-rail-a", "192.0.2.0/24"))
     start_agent(managed_agent, policies)
     claim = allocated_claim(testbed, ns, classes.name_only, "c")
 

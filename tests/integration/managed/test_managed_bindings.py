@@ -5,337 +5,31 @@ the fake kubelet dialing the driver's real sockets."""
 from __future__ import annotations
 
 import json
-import secrets
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
-from sriov_contract.binding import parse_binding
-from sriov_contract.keys import (
-    BINDING_ANNOTATION,
-    NETWORKS_ANNOTATION,
-    PROTECTION_FINALIZER,
-    REGISTRY_ANNOTATION,
-)
-from sriov_contract.registry import parse_registry
+from sriov_contract.keys import PROTECTION_FINALIZER
 from tests.bed import faultproxy
-from tests.bed.apiobjects import as_object, items_of, name_of
-from tests.bed.bed import TestBed
-from tests.bed.claims import NO_IMAGE, allocated_claim, claim_ref, create_pod, custom_objects, wait_reserved
-from tests.bed.waiting import wait_for
-from tests.integration.driver.test_node_agent import (
-    Agent,
-    put_attributes,
-    put_policy,
-    wait_published,
+from tests.bed.claims import NO_IMAGE, allocated_claim, create_pod, custom_objects, wait_reserved
+from tests.bed.managed_driver import (
+    IDENTITY,
+    NAD,
+    NADS,
+    binding_of,
+    discard,
+    get_pod,
+    pod_networks,
+    put_nad,
+    set_finalizers,
+    shadows,
+    sriov_config,
+    start_agent,
 )
-from tests.support.deploy import DEPLOY_DIR, DRIVER_NAMESPACE, DRIVER_SA, load_documents, service_account_user
+from tests.bed.node_agent import DRIVER, wait_published
+from tests.bed.waiting import wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.netns]
-
-DRIVER = "sriovnetwork.k8snetworkplumbingwg.io"
-IDENTITY = "managed-driver"
-NAD = ("k8s.cni.cncf.io", "v1")
-NADS = "network-attachment-definitions"
-
-
-def _sriov_config(name: str, subnet: str) -> str:
-    return json.dumps(
-        {
-            "cniVersion": "1.0.0",
-            "name": name,
-            "type": "sriov",
-            "ipam": {"type": "host-local", "subnet": subnet},
-        }
-    )
-
-
-# -- fixtures ------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def shipped_rbac_identity(testbed) -> str:
-    """A client identity that authenticates as the driver's ServiceAccount, bound only by
-    deploy/driver-rbac.yaml as shipped (ClusterRole + policy Role in dra-driver-sriov)."""
-    core = client.CoreV1Api(testbed.api_client)
-    try:
-        core.create_namespace(client.V1Namespace.model_validate({"metadata": {"name": DRIVER_NAMESPACE}}))
-    except ApiException as exc:
-        if exc.status != 409:
-            raise
-    user, groups = service_account_user(DRIVER_NAMESPACE, DRIVER_SA)
-    testbed.issue_identity(IDENTITY, user, groups)
-    testbed.apply(load_documents(DEPLOY_DIR / "driver-rbac.yaml"))
-    sa = testbed.client_for(IDENTITY)
-    try:
-        wait_for(
-            lambda: (
-                client.CustomObjectsApi(sa).list_namespaced_custom_object(
-                    DRIVER, "v1alpha1", DRIVER_NAMESPACE, "sriovresourcepolicies"
-                )
-                and client.CoreV1Api(sa).read_node(testbed.node_name)
-            ),
-            30,
-            what="the shipped driver RBAC to take effect",
-            ignore=(ApiException,),
-        )
-    finally:
-        sa.close()
-    return IDENTITY
-
-
-class Classes:
-    """DeviceClasses created once per session: the scheduler reacts slowly to a class created just
-    before the Pod that needs it, so tests never race a fresh class."""
-
-    def __init__(self, testbed, source_namespace: str) -> None:
-        self.source_namespace = source_namespace
-        self.made: list[tuple[str, str]] = []
-        vfs = f"device.driver == '{DRIVER}'"
-        self.explicit = device_class(
-            testbed, self.made, vfs, netAttachDefName="rail-a-net", netAttachDefNamespace=source_namespace
-        )
-        self.name_only = device_class(testbed, self.made, vfs, netAttachDefName="rail-a-net")
-        self.bare = device_class(testbed, self.made, vfs)
-        self.extended_resource = f"example.com/managed-vf-{secrets.token_hex(3)}"
-        self.extended = device_class(
-            testbed, self.made, vfs, extended_resource=self.extended_resource, netAttachDefName="rail-a-net"
-        )
-        self.nic = device_class(
-            testbed,
-            self.made,
-            f'device.driver == "{DRIVER}" && "resource.kubernetes.io" in device.attributes && '
-            '"pcieRoot" in device.attributes["resource.kubernetes.io"]',
-        )
-        self.gpu = device_class(
-            testbed,
-            self.made,
-            'device.driver == "gpu.nvidia.com" && device.attributes["gpu.nvidia.com"].type == "gpu"',
-        )
-
-
-@pytest.fixture(scope="session")
-def classes(testbed) -> Iterator[Classes]:
-    core = client.CoreV1Api(testbed.api_client)
-    source_ns = f"managed-sources-{secrets.token_hex(3)}"
-    core.create_namespace(client.V1Namespace.model_validate({"metadata": {"name": source_ns}}))
-    made = Classes(testbed, source_ns)
-    yield made
-    for plural, name in made.made:
-        custom_objects(testbed).delete_cluster_custom_object("resource.k8s.io", "v1", plural, name)
-    core.delete_namespace(source_ns)
-
-
-def set_finalizers(testbed, ns: str, name: str, finalizers: list[str]) -> None:
-    # A merge patch: the custom-objects client sends lists as merge patches, not JSON Patches.
-    custom_objects(testbed).patch_namespaced_custom_object(
-        *NAD, ns, NADS, name, {"metadata": {"finalizers": finalizers}}
-    )
-
-
-def discard(testbed, ns: str, *, pod: str = "", claim: str = "") -> None:
-    """Force a Pod out and delete a claim, so its devices return to the scheduler promptly."""
-    try:
-        if pod:
-            client.CoreV1Api(testbed.api_client).delete_namespaced_pod(pod, ns, grace_period_seconds=0)
-        if claim:
-            custom_objects(testbed).delete_namespaced_custom_object(
-                "resource.k8s.io", "v1", ns, "resourceclaims", claim
-            )
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
-
-
-def release_workloads(testbed, ns: str) -> None:
-    """Without a kubelet nothing confirms Pod termination, so a namespace with bound Pods never
-    goes away and their claims keep the VFs allocated for later tests: force the Pods out, and
-    drop any protection a failed test left on shadows."""
-    core = client.CoreV1Api(testbed.api_client)
-    for pod in core.list_namespaced_pod(ns).items:
-        discard(testbed, ns, pod=name_of(pod))
-    for claim in items_of(
-        custom_objects(testbed).list_namespaced_custom_object("resource.k8s.io", "v1", ns, "resourceclaims")
-    ):
-        discard(testbed, ns, claim=claim["metadata"]["name"])
-    for shadow in shadows(testbed, ns):
-        if shadow["metadata"].get("finalizers"):
-            set_finalizers(testbed, ns, shadow["metadata"]["name"], [])
-
-
-@pytest.fixture(autouse=True)
-def _release_test_namespace(testbed, k8s_namespace) -> Iterator[None]:
-    yield
-    release_workloads(testbed, k8s_namespace)
-
-
-@pytest.fixture
-def second_namespace(testbed) -> Iterator[str]:
-    name = testbed.create_namespace(f"managed-b-{secrets.token_hex(3)}")
-    yield name
-    release_workloads(testbed, name)
-    client.CoreV1Api(testbed.api_client).delete_namespace(name)
-
-
-class Policies:
-    """Policy objects in the driver namespace with per-test names, removed after the test."""
-
-    def __init__(self, testbed) -> None:
-        self.testbed = testbed
-        self.made: list[tuple[str, str]] = []
-        self.tag = secrets.token_hex(3)
-
-    def policy(self, name: str, spec: dict[str, Any]) -> None:
-        put_policy(self.testbed, DRIVER_NAMESPACE, f"{name}-{self.tag}", spec)
-        self.made.append(("sriovresourcepolicies", f"{name}-{self.tag}"))
-
-    def attributes(self, name: str, labels: dict[str, str], attributes: dict[str, Any]) -> None:
-        put_attributes(self.testbed, DRIVER_NAMESPACE, f"{name}-{self.tag}", labels, attributes)
-        self.made.append(("deviceattributes", f"{name}-{self.tag}"))
-
-    def cleanup(self) -> None:
-        for plural, name in self.made:
-            custom_objects(self.testbed).delete_namespaced_custom_object(
-                DRIVER, "v1alpha1", DRIVER_NAMESPACE, plural, name
-            )
-
-
-@pytest.fixture
-def policies(testbed) -> Iterator[Policies]:
-    p = Policies(testbed)
-    yield p
-    p.cleanup()
-
-
-@pytest.fixture
-def managed_agent(
-    testbed, shipped_rbac_identity, fake_node, kubelet_dirs, fake_kubelet_factory
-) -> Iterator[ManagedAgent]:
-    a = ManagedAgent(testbed, fake_node, kubelet_dirs, fake_kubelet_factory)
-    yield a
-    a.stop()
-    print(a.output()[-6000:])
-
-
-class ManagedAgent(Agent):
-    def __init__(self, testbed, fake_node, dirs, factory) -> None:
-        super().__init__(testbed, DRIVER_NAMESPACE, fake_node.sysfs_root, dirs)
-        self.env["KUBECONFIG"] = str(testbed.kubeconfig_for(IDENTITY))
-        self.env["MULTUS_AUTO_ATTACH"] = "true"
-        self.testbed = testbed
-        self.fake_node = fake_node
-        self.factory = factory
-        self.kubelet: Any = None
-
-    def start_and_register(self, kubeconfig: Any = None) -> None:
-        if kubeconfig is not None:
-            self.env["KUBECONFIG"] = str(kubeconfig)
-        self.start()
-        self.kubelet = self.factory(self.dirs.registry, timeout=30)
-        self.kubelet.register()
-
-    def prepare(self, claim: dict[str, Any]) -> Any:
-        return self.kubelet.prepare([claim_ref(claim)])[claim["metadata"]["uid"]]
-
-    def unprepare(self, claim: dict[str, Any]) -> str:
-        return str(self.kubelet.unprepare([claim_ref(claim)])[claim["metadata"]["uid"]].error)
-
-    def records(self) -> Any:
-        if not self.checkpoint.exists():
-            return {}
-        return json.loads(self.checkpoint.read_text())["data"]["claims"]
-
-
-# -- API helpers ---------------------------------------------------------------------------------
-
-
-def put_nad(testbed, namespace: str, name: str, config: str) -> None:
-    testbed.apply(
-        [
-            {
-                "apiVersion": "k8s.cni.cncf.io/v1",
-                "kind": "NetworkAttachmentDefinition",
-                "metadata": {"name": name, "namespace": namespace},
-                "spec": {"config": config},
-            }
-        ]
-    )
-
-
-def shadows(testbed, namespace: str) -> list[dict[str, Any]]:
-    return [
-        n
-        for n in items_of(custom_objects(testbed).list_namespaced_custom_object(*NAD, namespace, NADS))
-        if n["metadata"]["name"].startswith("dra-sriov-")
-    ]
-
-
-def get_pod(testbed: TestBed, namespace: str, name: str) -> dict[str, Any]:
-    return as_object(
-        testbed.api_client.sanitize_for_serialization(
-            client.CoreV1Api(testbed.api_client).read_namespaced_pod(name, namespace)
-        )
-    )
-
-
-def pod_networks(testbed, namespace: str, name: str) -> tuple[list[dict[str, Any]], Any]:
-    annotations = get_pod(testbed, namespace, name)["metadata"].get("annotations") or {}
-    nets = json.loads(annotations[NETWORKS_ANNOTATION]) if NETWORKS_ANNOTATION in annotations else []
-    registry = (
-        parse_registry(annotations[REGISTRY_ANNOTATION]) if REGISTRY_ANNOTATION in annotations else None
-    )
-    return nets, registry
-
-
-def device_class(
-    testbed, made: list[tuple[str, str]], selector: str, *, extended_resource: str = "", **vf_config: str
-) -> str:
-    name = f"managed-{secrets.token_hex(3)}"
-    spec: dict[str, Any] = {"selectors": [{"cel": {"expression": selector}}]}
-    if extended_resource:
-        spec["extendedResourceName"] = extended_resource
-    if vf_config:
-        spec["config"] = [
-            {
-                "opaque": {
-                    "driver": DRIVER,
-                    "parameters": {"apiVersion": f"{DRIVER}/v1alpha1", "kind": "VfConfig", **vf_config},
-                }
-            }
-        ]
-    testbed.apply(
-        [
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "DeviceClass",
-                "metadata": {"name": name},
-                "spec": spec,
-            }
-        ]
-    )
-    made.append(("deviceclasses", name))
-    return name
-
-
-def start_agent(
-    agent: ManagedAgent, policies: Policies, rails: tuple[str, ...] = ("rail-a", "rail-b")
-) -> None:
-    """Advertise the VFs of `rails` (both by default: the template comes from the class, and
-    other suites' Pods, which nothing terminates without a kubelet, may still hold some VFs)."""
-    vfs = [vf for rail in rails for vf in agent.fake_node.rail_vfs(rail)]
-    pfs = sorted({vf.pf for vf in vfs})
-    policies.policy("vfs", {"configs": [{"resourceFilters": [{"pfNames": pfs}]}]})
-    agent.start_and_register()
-    names = {v.pci.replace(":", "-").replace(".", "-") for v in vfs}
-    wait_published(agent.testbed, lambda p: set(p) == names, f"{', '.join(rails)} VFs advertised")
-
-
-def binding_of(shadow: dict[str, Any]) -> Any:
-    return parse_binding(shadow["metadata"]["annotations"][BINDING_ANNOTATION])
-
+pytestmark = [pytest.mark.integration, pytest.mark.netns, pytest.mark.usefixtures("released_workloads")]
 
 # -- tests ---------------------------------------------------------------------------------------
 
@@ -346,8 +40,8 @@ def test_one_nad_through_deviceclass_in_two_namespaces_with_frozen_bytes(
     """Spec 14.1: one NAD via DeviceClass VfConfig, in two Pod namespaces: an explicit-namespace
     reference (a source in a third namespace) and a name-only one (resolved in the Pod's)."""
     ns_a, ns_b, src = k8s_namespace, second_namespace, classes.source_namespace
-    put_nad(testbed, src, "rail-a-net", _sriov_config("ai-rail-a", "192.0.2.0/24"))
-    put_nad(testbed, ns_b, "rail-a-net", _sriov_config("local", "198.51.100.0/24"))
+    put_nad(testbed, src, "rail-a-net", sriov_config("ai-rail-a", "192.0.2.0/24"))
+    put_nad(testbed, ns_b, "rail-a-net", sriov_config("local", "198.51.100.0/24"))
     start_agent(managed_agent, policies)
 
     ca = allocated_claim(testbed, ns_a, classes.explicit, "ca")
@@ -385,7 +79,7 @@ def test_one_nad_through_deviceclass_in_two_namespaces_with_frozen_bytes(
 
     # the sources change or disappear; prepared bindings keep their frozen bytes
     frozen = {ns: shadows(testbed, ns)[0]["spec"]["config"] for ns in (ns_a, ns_b)}
-    put_nad(testbed, src, "rail-a-net", _sriov_config("ai-rail-a", "203.0.113.0/24"))
+    put_nad(testbed, src, "rail-a-net", sriov_config("ai-rail-a", "203.0.113.0/24"))
     custom_objects(testbed).delete_namespaced_custom_object(*NAD, ns_b, NADS, "rail-a-net")
     for claim in (ca, cb):
         assert managed_agent.prepare(claim).error == ""
@@ -410,7 +104,7 @@ def test_pod_deleted_before_unprepare_gc_and_finalizer_then_claim_reuse(
     kubelet's unprepare releases it. The claim is then reused by a new Pod, with a new identity."""
     ns = k8s_namespace
     cls = classes.name_only
-    put_nad(testbed, ns, "rail-a-net", _sriov_config("ai-rail-a", "192.0.2.0/24"))
+    put_nad(testbed, ns, "rail-a-net", sriov_config("ai-rail-a", "192.0.2.0/24"))
     start_agent(managed_agent, policies)
     claim = allocated_claim(testbed, ns, cls, "c", pod_name="first")
     assert managed_agent.prepare(claim).error == ""
@@ -461,8 +155,8 @@ def test_two_rails_through_device_attributes_with_gpu_pairs(
             }
         )
     policies.policy("dual-rail", {"configs": configs})
-    put_nad(testbed, ns, "rail-a-net", _sriov_config("ai-workloads-rail-a", "192.0.2.0/24"))
-    put_nad(testbed, ns, "rail-b-net", _sriov_config("ai-workloads-rail-b", "198.51.100.0/24"))
+    put_nad(testbed, ns, "rail-a-net", sriov_config("ai-workloads-rail-a", "192.0.2.0/24"))
+    put_nad(testbed, ns, "rail-b-net", sriov_config("ai-workloads-rail-b", "198.51.100.0/24"))
     gpu_slices(testbed.node_name, node.gpus)
     managed_agent.start_and_register()
     wait_published(testbed, lambda p: len(p) == len(node.vfs), "both rails advertised")
@@ -532,7 +226,7 @@ def test_lost_create_forbidden_patch_422_finalizer_and_foreign_finalizer(
 ) -> None:
     ns = k8s_namespace
     proxy = fault_proxy(identity=IDENTITY)
-    put_nad(testbed, ns, "rail-a-net", _sriov_config("ai-rail-a", "192.0.2.0/24"))
+    put_nad(testbed, ns, "rail-a-net", sriov_config("ai-rail-a", "192.0.2.0/24"))
     managed_agent.env["KUBECONFIG"] = str(proxy.kubeconfig)
     start_agent(managed_agent, policies)
     claim = allocated_claim(testbed, ns, classes.name_only, "c")
@@ -581,7 +275,7 @@ def test_out_of_envelope_claims_are_refused_before_any_vf_is_touched(
 ) -> None:
     ns = k8s_namespace
     cls = classes.name_only
-    put_nad(testbed, ns, "rail-a-net", _sriov_config("ai-rail-a", "192.0.2.0/24"))
+    put_nad(testbed, ns, "rail-a-net", sriov_config("ai-rail-a", "192.0.2.0/24"))
     start_agent(managed_agent, policies)
     drivers = {vf.pci: managed_agent.fake_node.driver_of(vf.pci) for vf in managed_agent.fake_node.vfs}
 

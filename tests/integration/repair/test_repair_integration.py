@@ -33,23 +33,23 @@ from sriov_contract.keys import (
 from tests.bed import faultproxy
 from tests.bed.apiobjects import as_object
 from tests.bed.claims import allocated_claim, custom_objects
-from tests.bed.waiting import wait_for
-from tests.integration.driver.test_node_agent import put_policy, wait_published
-from tests.integration.managed.test_managed_bindings import (
+from tests.bed.managed_driver import (
     IDENTITY,
     NAD,
     NADS,
-    _sriov_config,
     get_pod,
     pod_networks,
     put_nad,
     set_finalizers,
     shadows,
+    sriov_config,
     start_agent,
 )
+from tests.bed.node_agent import put_policy, wait_published
+from tests.bed.waiting import wait_for
 from tests.support.deploy import DRIVER_NAMESPACE
 
-pytestmark = [pytest.mark.integration, pytest.mark.netns]
+pytestmark = [pytest.mark.integration, pytest.mark.netns, pytest.mark.usefixtures("released_workloads")]
 
 CLI = str(Path(sys.executable).parent / "sriov-dra")
 ADVERTISED = "advertised devices changed"
@@ -75,11 +75,16 @@ def events(testbed, namespace: str, uid: str, reason: str) -> list[Any]:
     return [e for e in got.items if e.involved_object.uid == uid and e.reason == reason]
 
 
-def prepared(agent, testbed, ns: str, classes, policies, **env: str) -> dict[str, Any]:
-    put_nad(testbed, ns, "rail-a-net", _sriov_config("ai-rail-a", "192.0.2.0/24"))
-    agent.env.update({"REPAIR_INTERVAL": "1", **env})
+def allocated(agent, testbed, ns: str, classes, policies) -> dict[str, Any]:
+    """The agent started with a source NAD in `ns`, and claim `c` (and Pod `pod-c`) allocated."""
+    put_nad(testbed, ns, "rail-a-net", sriov_config("ai-rail-a", "192.0.2.0/24"))
     start_agent(agent, policies)
-    claim = allocated_claim(testbed, ns, classes.name_only, "c")
+    return allocated_claim(testbed, ns, classes.name_only, "c")
+
+
+def prepared(agent, testbed, ns: str, classes, policies, **env: str) -> dict[str, Any]:
+    agent.env.update({"REPAIR_INTERVAL": "1", **env})
+    claim = allocated(agent, testbed, ns, classes, policies)
     out = agent.prepare(claim)
     assert out.error == "", out.error
     return claim
@@ -107,11 +112,7 @@ def assert_released(agent, testbed, ns: str) -> None:
 
 
 def test_deleted_shadow_is_never_recreated_while_terminating_and_is_once_gone(
-    managed_agent,
-    testbed,
-    k8s_namespace,
-    policies,
-    classes,
+    managed_agent, testbed, k8s_namespace, policies, classes
 ) -> None:
     ns, port = k8s_namespace, free_port()
     claim = prepared(managed_agent, testbed, ns, classes, policies, METRICS_PORT=str(port))
@@ -159,7 +160,7 @@ def test_metrics_count_slice_writes_api_errors_and_repair_passes(
 ) -> None:
     ns, port = k8s_namespace, free_port()
     proxy = fault_proxy(identity=IDENTITY)
-    put_nad(testbed, ns, "rail-a-net", _sriov_config("ai-rail-a", "192.0.2.0/24"))
+    put_nad(testbed, ns, "rail-a-net", sriov_config("ai-rail-a", "192.0.2.0/24"))
     managed_agent.env.update(
         {"REPAIR_INTERVAL": "1", "METRICS_PORT": str(port), "KUBECONFIG": str(proxy.kubeconfig)}
     )
@@ -210,11 +211,7 @@ def test_metrics_count_slice_writes_api_errors_and_repair_passes(
 
 
 def test_stripped_registry_selection_and_finalizer_are_restored(
-    managed_agent,
-    testbed,
-    k8s_namespace,
-    policies,
-    classes,
+    managed_agent, testbed, k8s_namespace, policies, classes
 ) -> None:
     ns = k8s_namespace
     claim = prepared(managed_agent, testbed, ns, classes, policies)
@@ -270,18 +267,11 @@ def crash_and_restart(agent, step: str, call) -> None:
 
 @pytest.mark.parametrize("step", PREPARE_STEPS)
 def test_killed_at_each_prepare_step_converges(
-    step,
-    managed_agent,
-    testbed,
-    k8s_namespace,
-    policies,
-    classes,
+    step, managed_agent, testbed, k8s_namespace, policies, classes
 ) -> None:
     ns = k8s_namespace
-    put_nad(testbed, ns, "rail-a-net", _sriov_config("ai-rail-a", "192.0.2.0/24"))
     managed_agent.env[CRASH_ENV] = step
-    start_agent(managed_agent, policies)
-    claim = allocated_claim(testbed, ns, classes.name_only, "c")
+    claim = allocated(managed_agent, testbed, ns, classes, policies)
     crash_and_restart(managed_agent, step, lambda: managed_agent.prepare(claim))
     left = shadows(testbed, ns)
     out = managed_agent.prepare(claim)  # kubelet retries
@@ -305,9 +295,7 @@ def test_killed_before_the_pending_record_then_unprepared_leaves_nothing(
     """The kill after the claim's CDI spec is written and before the Pending record: nothing was
     answered to kubelet, so kubelet may unprepare instead of retrying; that removes the spec."""
     ns = k8s_namespace
-    put_nad(testbed, ns, "rail-a-net", _sriov_config("ai-rail-a", "192.0.2.0/24"))
-    start_agent(managed_agent, policies)
-    claim = allocated_claim(testbed, ns, classes.name_only, "c")
+    claim = allocated(managed_agent, testbed, ns, classes, policies)
     crash_and_restart(managed_agent, "prepare-host", lambda: managed_agent.prepare(claim))
     assert managed_agent.records() == {}
     assert list(managed_agent.dirs.cdi.iterdir()) == [
@@ -319,12 +307,7 @@ def test_killed_before_the_pending_record_then_unprepared_leaves_nothing(
 
 @pytest.mark.parametrize("step", UNPREPARE_STEPS)
 def test_killed_at_each_unprepare_step_converges(
-    step,
-    managed_agent,
-    testbed,
-    k8s_namespace,
-    policies,
-    classes,
+    step, managed_agent, testbed, k8s_namespace, policies, classes
 ) -> None:
     ns = k8s_namespace
     claim = prepared(managed_agent, testbed, ns, classes, policies)
@@ -336,12 +319,7 @@ def test_killed_at_each_unprepare_step_converges(
 
 
 def test_orphan_scan_reports_a_protected_shadow_without_checkpoint_and_leaves_it(
-    managed_agent,
-    testbed,
-    k8s_namespace,
-    second_namespace,
-    policies,
-    classes,
+    managed_agent, testbed, k8s_namespace, second_namespace, policies, classes
 ) -> None:
     ns = k8s_namespace
     claim = prepared(managed_agent, testbed, ns, classes, policies)
@@ -364,7 +342,7 @@ def test_orphan_scan_reports_a_protected_shadow_without_checkpoint_and_leaves_it
         interface="dra0",
         pci_address="0000:99:00.1",
         source=SourceRef(second_namespace, "rail-x", str(uuid.uuid4()), "1"),
-        config=_sriov_config("rail-x", "198.51.100.0/24"),
+        config=sriov_config("rail-x", "198.51.100.0/24"),
     )
     body = shadow_object(record)
     del body["metadata"]["ownerReferences"]  # no owner: GC must not be the one to act here
