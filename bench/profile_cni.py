@@ -20,6 +20,7 @@ import secrets
 import sys
 import time
 from collections.abc import Mapping
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from bench import thick_compare
 from bench.common import network_namespace, standalone
 from cni_shim import system
 from cni_shim.apiserver import ApiServer
+from cni_shim.daemon import NAD_READERS
 from cni_shim.dispatch import Dispatcher
 from cni_shim.execution import ProcessExecutor
 from cni_shim.interfaces import KubeApi
@@ -44,11 +46,11 @@ OURS = ("cni_shim", "sriov_contract")
 
 
 class _LiveOnly:
-    def __init__(self, api: ApiServer, metrics: Metrics) -> None:
-        self._api, self._metrics = api, metrics
+    def __init__(self, api: ApiServer, metrics: Metrics, readers: Executor) -> None:
+        self._api, self._metrics, self._readers = api, metrics, readers
 
     def live(self) -> KubeApi | None:
-        return LiveView(self._api, self._metrics)
+        return LiveView(self._api, self._metrics, self._readers)
 
     def cached(self) -> KubeApi | None:
         return None  # live reads on: ADD never uses the caches, DEL never reads the API
@@ -82,9 +84,10 @@ def measure(bed: TestBed, tools: ToolSet, work: Path, cycles: int) -> dict[str, 
     }
     metrics = Metrics()
     executor = VersionCache(ProcessExecutor())
+    readers = ThreadPoolExecutor(NAD_READERS, thread_name_prefix="nad-read")
     dispatcher = Dispatcher(
         config,
-        _LiveOnly(ApiServer.connect(str(bed.kubeconfig_for("admin"))), metrics),
+        _LiveOnly(ApiServer.connect(str(bed.kubeconfig_for("admin"))), metrics, readers),
         metrics,
         lambda *_a, **_k: None,
         base_services=lambda env: replace(system.services(env), executor=executor),
@@ -118,6 +121,7 @@ def measure(bed: TestBed, tools: ToolSet, work: Path, cycles: int) -> dict[str, 
             request("DEL")
         profiler.disable()
         wall = (time.perf_counter() - start) / cycles * 1000
+    readers.shutdown()
     client.CoreV1Api(bed.api_client).delete_namespace(ns)
     stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
     per = 1000 / cycles

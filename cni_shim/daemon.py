@@ -11,6 +11,7 @@ import signal
 import sys
 import threading
 import time
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
@@ -32,6 +33,9 @@ from sriov_contract.errors import ReasonedError
 DEFAULT_SOCKET_DIR = "/run/cni-shim/"
 SYNC_TIMEOUT = 20.0
 DRAIN_SECONDS = 10.0
+# Threads for a live ADD's concurrent NAD reads; the API client keeps up to 5 connections per
+# core, so these fit beside the request threads without opening throwaway ones.
+NAD_READERS = 4
 
 
 @dataclass(frozen=True)
@@ -88,15 +92,21 @@ class JsonLog:
 
 class DaemonViews:
     def __init__(
-        self, api: ApiServer | None, pods: Informer | None, nads: Informer | None, metrics: Metrics
+        self,
+        api: ApiServer | None,
+        pods: Informer | None,
+        nads: Informer | None,
+        metrics: Metrics,
+        readers: Executor | None = None,
     ) -> None:
         self._api = api
         self._pods = pods
         self._nads = nads
         self._metrics = metrics
+        self._readers = readers
 
     def live(self) -> KubeApi | None:
-        return LiveView(self._api, self._metrics) if self._api is not None else None
+        return LiveView(self._api, self._metrics, self._readers) if self._api is not None else None
 
     def cached(self) -> KubeApi | None:
         if self._api is None or self._pods is None or self._nads is None:
@@ -127,7 +137,9 @@ def run(conf: DaemonConfig, env: dict[str, str], *, test_hooks: bool, log: JsonL
         ChrootExecutor(conf.chroot_dir) if rooted else ProcessExecutor(), conf.chroot_dir if rooted else ""
     )
     base = lambda env: replace(system.services(env), executor=executor)  # noqa: E731
-    dispatcher = Dispatcher(conf.raw, DaemonViews(api, pods, nads, metrics), metrics, log, base_services=base)
+    readers = ThreadPoolExecutor(NAD_READERS, thread_name_prefix="nad-read") if api is not None else None
+    views = DaemonViews(api, pods, nads, metrics, readers)
+    dispatcher = Dispatcher(conf.raw, views, metrics, log, base_services=base)
     hooks = None
     if test_hooks:
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 
 class Executor(Protocol):
@@ -44,6 +44,15 @@ class KubeApi(Protocol):
     def get_nad(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
     def replace_pod_status(self, pod: Mapping[str, Any]) -> None: ...
+
+
+@runtime_checkable
+class ManyNads(Protocol):
+    """A KubeApi that can read several NADs at once (the daemon's live view); others read them in turn."""
+
+    def get_nads(self, keys: Sequence[tuple[str, str]]) -> Iterator[dict[str, Any] | None]:
+        """get_nad of each (namespace, name) in order; a failed read raises when its turn comes."""
+        ...
 
 
 class Routes(Protocol):
