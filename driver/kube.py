@@ -231,8 +231,9 @@ def list_streamed(
 ) -> Iterator[dict[str, Any]]:
     """Every item of one list request as API JSON, decoded while the response streams in.
 
-    One request is one consistent snapshot and the API server's cheapest list: with `limit`
-    pages it spends several times the CPU (each page is a fresh read). Memory on our side stays
+    One request is one consistent snapshot and the API server's cheapest list: paged by `limit`
+    it cost kube-apiserver 1.36 six to ten times the CPU (8000 shadows, pages of 500: 3.4-6.6 s
+    against 0.5 s), and the wall time with it. Memory on our side stays
     bounded all the same, because no more than a chunk of the response is held at a time. The
     request goes out now and the items are read as the caller iterates, so whatever the caller
     does in between overlaps the API server's work."""
