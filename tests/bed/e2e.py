@@ -19,7 +19,6 @@ import copy
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -285,13 +284,7 @@ class Process:
         return self.log.read_text(errors="replace")[-tail:]
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        processes.terminate(self.proc, 20)
 
 
 class Stack:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -15,6 +14,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
+from tests.bed import processes
 from tests.bed.apiobjects import items_of
 from tests.bed.bed import TestBed
 from tests.bed.claims import custom_objects
@@ -97,13 +97,8 @@ class Agent:
         return self.proc
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc is not None:
+            processes.terminate(self.proc, 15)
         self.proc = None
 
     def output(self) -> str:

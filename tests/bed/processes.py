@@ -127,6 +127,18 @@ def stop(records: Sequence[ProcessRecord], grace: float = 10.0) -> list[str]:
     return killed
 
 
+def terminate(proc: subprocess.Popen[bytes], grace: float) -> None:
+    """SIGTERM a child we hold a handle on, SIGKILL it if it outlives ``grace`` seconds; reaped
+    either way."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def peak_rss_kib(pid: int) -> int | None:
     """VmHWM (peak resident set) of a live process, in KiB."""
     try:
