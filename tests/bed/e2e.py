@@ -39,6 +39,7 @@ from sriov_contract.errors import ReasonedError
 from tests.bed import bootstrap, processes
 from tests.bed.apiobjects import as_object, items_of
 from tests.bed.bed import TestBed
+from tests.bed.bound_token import BoundToken, node_bound_kubeconfig
 from tests.bed.fakenode import FakeNode
 from tests.bed.kubelet_sim import Cnitool, PodRecord, SimulatedKubelet
 from tests.bed.sriov_topology import VfRecord
@@ -59,7 +60,8 @@ from tests.support.kubelet import FakeKubelet, wait_for_socket
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "docs" / "examples"
 DRIVER = keys.DOMAIN
-POLICY_NS = "dra-driver-sriov"
+POLICY_NS = "dra-driver-sriov"  # where deploy/ puts the driver, its ServiceAccount and its policies
+DRIVER_SERVICE_ACCOUNT = "sriov-dra-driver"
 WORKLOAD_NS = "ai-workloads"
 NODE_LABEL = "networking.example.com/dual-rail"
 PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
@@ -301,6 +303,7 @@ class Stack:
         self.run = Path(tempfile.mkdtemp(prefix="e2e", dir="/tmp"))
         self.node: FakeNode | None = None
         self.driver: Process | None = None
+        self.driver_token: BoundToken | None = None
         self.daemon: Process | None = None
         self.kubelet: SimulatedKubelet | None = None
         self.plugin: FakeKubelet | None = None
@@ -369,10 +372,13 @@ class Stack:
             self.bed.create_namespace(name, exist_ok=True)
 
     def _grant(self) -> None:
-        """Exactly the deployed RBAC (deploy/*-rbac.yaml), bound to the bed's client-cert users."""
-        driver = self.bed.user_of("driver")
-        self.bed.grant(driver, rbac_rules(REPO / "deploy/driver-rbac.yaml", "ClusterRole"))
-        self.bed.grant(driver, rbac_rules(REPO / "deploy/driver-rbac.yaml", "Role"), namespace=POLICY_NS)
+        """Exactly the deployed RBAC (deploy/*-rbac.yaml). The driver runs as its ServiceAccount
+        with a token bound to a Pod on the node, as in its DaemonSet, because the API server lets
+        only such a token write ResourceClaim status.devices; the CNI side uses a client-cert user."""
+        self.bed.apply(yaml.safe_load_all((REPO / "deploy/driver-rbac.yaml").read_text()))
+        self.driver_token = node_bound_kubeconfig(
+            self.bed, POLICY_NS, DRIVER_SERVICE_ACCOUNT, self.run / "driver-kubeconfig.json"
+        )
         self.bed.grant(self.bed.user_of("cni"), rbac_rules(REPO / "deploy/cni-rbac.yaml", "ClusterRole"))
 
     def _whereabouts(self) -> None:
@@ -435,6 +441,7 @@ class Stack:
 
     def _start_driver(self) -> None:
         self.say("Starting sriov-dra-driver (MULTUS mode, auto-attach)")
+        assert self.driver_token is not None, "the driver's RBAC and token come first"
         for d in (self.plugins_dir, self.registry_dir, self.run / "cdi"):
             d.mkdir(parents=True, exist_ok=True)
         env = {
@@ -445,7 +452,7 @@ class Stack:
             "KUBELET_REGISTRAR_DIRECTORY_PATH": str(self.registry_dir),
             "KUBELET_PLUGINS_DIRECTORY_PATH": str(self.plugins_dir),
             "SYSFS_ROOT": str(self.fake_node.sysfs_root),
-            "KUBECONFIG": str(self.bed.kubeconfig_for("driver")),
+            "KUBECONFIG": str(self.driver_token.kubeconfig),
             "CONFIGURATION_MODE": "MULTUS",
             "MULTUS_AUTO_ATTACH": "true",
         }
@@ -498,6 +505,8 @@ class Stack:
         for proc in (self.daemon, self.driver):
             if proc is not None:
                 proc.stop()
+        if self.driver_token is not None:
+            self.driver_token.revoke(self.bed)
         # Slices outlive the driver (the Node owns them); leave the node as we found it.
         for item in self.list_objects(
             "resource.k8s.io", "v1", "resourceslices", field_selector=f"spec.nodeName={self.bed.node_name}"
@@ -942,6 +951,29 @@ def check_shadow_content(stack: Stack, obs: Observed, workload: Workload) -> Che
     )
 
 
+def check_device_status(obs: Observed) -> Check:
+    """What a DRA user reads on the claim: our driver's status.devices entry for each allocated VF,
+    Ready, naming the shadow that serves it; other drivers' devices are not ours to report."""
+    ours = {(r["pool"], r["device"]) for r in _results(obs.claim) if r["driver"] == DRIVER}
+    shadows = {s["metadata"]["name"] for s in obs.shadows}
+    reported = {}
+    for entry in (obs.claim.get("status") or {}).get("devices") or []:
+        if entry["driver"] != DRIVER:
+            continue
+        ready = [c for c in entry.get("conditions") or [] if c["type"] == "Ready" and c["status"] == "True"]
+        shadow = ((entry.get("data") or {}).get("shadow") or {}).get("name")
+        reported[(entry["pool"], entry["device"])] = f"{entry['device']}: {shadow}" if ready else ""
+    problems = [f"{d}: not reported Ready" for d in sorted(ours) if not reported.get(d)]
+    problems += [
+        f"{v}: names no shadow of this Pod" for v in reported.values() if v.split(": ")[-1] not in shadows
+    ]
+    return check(
+        "the claim's status.devices reports each allocated VF Ready, with its shadow",
+        not problems and bool(ours) and set(reported) == ours,
+        "; ".join(problems) or ", ".join(sorted(reported.values())),
+    )
+
+
 def check_sources_unchanged(
     before: Mapping[str, tuple[str, str, str]], after: Mapping[str, tuple[str, str, str]]
 ) -> Check:
@@ -1133,6 +1165,7 @@ def spec_checks(stack: Stack, run: Running, obs: Observed, *, gpus: int, vfs: in
         check_allocation(obs, gpus, vfs),
         check_shadows(obs, vfs),
         check_shadow_content(stack, obs, run.workload),
+        check_device_status(obs),
         check_interfaces(obs),
         check_addresses(stack, obs),
     ]

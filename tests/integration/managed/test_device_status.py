@@ -9,7 +9,6 @@ another shows that a refused status write still prepares."""
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,9 +18,10 @@ from kubernetes import client
 
 from driver.kube import KubeClaims
 from sriov_contract.keys import NETWORK_STATUS_ANNOTATION
-from tests.bed.apiobjects import present, uid_of
+from tests.bed.apiobjects import present
 from tests.bed.audit import AuditEvent
 from tests.bed.bed import TestBed
+from tests.bed.bound_token import node_bound_kubeconfig as node_bound_kubeconfig_for
 from tests.bed.claims import (
     RESOURCE_API,
     allocated_claim,
@@ -42,41 +42,12 @@ GPU_DRIVER = "gpu.nvidia.com"
 
 @pytest.fixture(scope="session")
 def node_bound_kubeconfig(testbed, shipped_rbac_identity, tmp_path_factory) -> Iterator[Path]:
-    """A kubeconfig holding the driver ServiceAccount's token bound to a Pod on the bed's node:
-    what a DaemonSet Pod's projected token is, and what `associated-node:` verbs require."""
-    core = client.CoreV1Api(testbed.api_client)
-    name = f"driver-token-{secrets.token_hex(3)}"
-    pod = core.create_namespaced_pod(
-        DRIVER_NAMESPACE,
-        client.V1Pod.model_validate(
-            {
-                "metadata": {"name": name},
-                "spec": {
-                    "nodeName": testbed.node_name,
-                    "serviceAccountName": DRIVER_SA,
-                    "automountServiceAccountToken": False,
-                    "containers": [{"name": "c", "image": "registry.invalid/none:0"}],
-                },
-            }
-        ),
-    )
-    request = client.AuthenticationV1TokenRequest.model_validate(
-        {
-            "spec": {
-                "expirationSeconds": 3600,
-                "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": name, "uid": uid_of(pod)},
-            }
-        }
-    )
-    answer = core.create_namespaced_service_account_token(DRIVER_SA, DRIVER_NAMESPACE, request)
-    token = present(answer.status, "status of the TokenRequest").token
-    config = json.loads(testbed.kubeconfig_for("admin").read_text())
-    for user in config["users"]:
-        user["user"] = {"token": token}
+    """The driver ServiceAccount's token bound to a Pod on the bed's node: what a DaemonSet Pod's
+    projected token is, and what `associated-node:` verbs require."""
     path = tmp_path_factory.mktemp("bound-token") / "driver.json"
-    path.write_text(json.dumps(config))
-    yield path
-    core.delete_namespaced_pod(name, DRIVER_NAMESPACE, grace_period_seconds=0)
+    token = node_bound_kubeconfig_for(testbed, DRIVER_NAMESPACE, DRIVER_SA, path)
+    yield token.kubeconfig
+    token.revoke(testbed)
 
 
 def gpu_and_vf_claim(testbed, ns: str, classes, name: str) -> dict[str, Any]:
