@@ -37,7 +37,7 @@ def assert_all_pass(stack: e2e.Stack, result: e2e.Result, checks: int) -> None:
 
 def test_two_gpu_nic_pairs_thick(thick_stack) -> None:
     result = e2e.run_pairs(thick_stack)
-    assert_all_pass(thick_stack, result, checks=14)
+    assert_all_pass(thick_stack, result, checks=15)
     rows = {r.request: r for r in result.rows}
     assert set(rows) == {"nic-0", "nic-1"}
     assert {r.interface for r in rows.values()} == {"dra0", "dra1"}
@@ -49,7 +49,7 @@ def test_two_gpu_nic_pairs_thick(thick_stack) -> None:
 
 def test_one_nad_deviceclass_pattern(thick_stack) -> None:
     result = e2e.run_one_network(thick_stack)
-    assert_all_pass(thick_stack, result, checks=13)
+    assert_all_pass(thick_stack, result, checks=14)
     (row,) = result.rows
     assert (row.request, row.interface, row.rail, row.source_nad, row.gpu) == (
         "vf",
