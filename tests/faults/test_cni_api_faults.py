@@ -40,8 +40,7 @@ from cni_shim.errors import INTERNAL, TRY_AGAIN_LATER
 from sriov_contract import keys
 from tests.bed import faultproxy
 from tests.bed.faultproxy import Fault, FaultProxy, RecordedRequest
-from tests.faults.test_cni_faults import _allocated, _links
-from tests.support.cni import CniRun
+from tests.support.cni import CniRun, host_local_allocations, ns_links
 from tests.support.cni_daemon import pod_args, run_shim, shim_conf
 from tests.support.faultmatrix import FAIL, NA, PASS
 
@@ -263,17 +262,17 @@ class Node:
 
     def assert_untouched(self, sb: Sandbox) -> None:
         """No delegate is attached: no interface, no reservation, no delegate or result cache."""
-        assert _links(sb.netns) <= {"lo"}, f"interfaces left in the sandbox: {_links(sb.netns)}"
+        assert set(ns_links(sb.netns)) <= {"lo"}, f"interfaces left in the sandbox: {set(ns_links(sb.netns))}"
         for net in (POD_NET, SIDE_NET):
-            assert sb.cid not in _allocated(self.ipam, net).values(), f"{net} address leaked"
+            assert sb.cid not in host_local_allocations(self.ipam, net).values(), f"{net} address leaked"
         assert not (self.cache / sb.cid).exists(), "a delegate cache was left behind"
         assert not list(self.cache.glob(f"results/*-{sb.cid}-*")), "a result cache was left behind"
 
     def assert_attached(self, sb: Sandbox) -> None:
-        assert {"eth0", "net1"} <= _links(sb.netns), f"not attached: {_links(sb.netns)}"
+        assert {"eth0", "net1"} <= set(ns_links(sb.netns)), f"not attached: {set(ns_links(sb.netns))}"
         for net in (POD_NET, SIDE_NET):
-            assert list(_allocated(self.ipam, net).values()) == [sb.cid], (
-                f"{net}: {_allocated(self.ipam, net)}"
+            assert list(host_local_allocations(self.ipam, net).values()) == [sb.cid], (
+                f"{net}: {host_local_allocations(self.ipam, net)}"
             )
         assert (self.cache / sb.cid).exists(), "no delegate cache for the attached delegates"
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import fcntl
 import json
 import shutil
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -22,14 +21,12 @@ from typing import Any
 import pytest
 
 from tests.bed.waiting import wait_for
-from tests.integration.cni_shim.test_real_plugins import _cluster, _shim_conflist, shim_bin
-from tests.support.cni import run_cnitool
-from tests.support.cni_daemon import pod_args, run_shim, shim_conf
+from tests.support.cni import cluster_network, host_local_allocations, ns_links, run_cnitool, shim_net_dir
+from tests.support.cni_daemon import pod_args, run_shim, shim_bin_dir, shim_conf
 from tests.support.faultmatrix import NA, PASS
 
 pytestmark = [pytest.mark.netns, pytest.mark.faults]
 
-__all__ = ["shim_bin"]
 
 TITLE = "CNI: boundary x fault (real shim and daemon, real plugins, host-local IPAM)"
 ROWS = ("delegate ADD", "IPAM ADD", "DEL")
@@ -37,23 +34,9 @@ COLUMNS = ("plugin error", "daemon kill+restart", "cache loss")
 RAIL_IP = "10.78.0.2"
 
 
-def _links(ns: str) -> set[str]:
-    out = subprocess.run(
-        ["ip", "-n", Path(ns).name, "-j", "link"], capture_output=True, text=True, check=True
-    ).stdout
-    return {link["ifname"] for link in json.loads(out)}
-
-
-def _allocated(ipam: Path, network: str) -> dict[str, str]:
-    """host-local's reservations: IP -> the container ID holding it."""
-    d = ipam / network
-    if not d.exists():
-        return {}
-    return {
-        f.name: f.read_text().splitlines()[0]
-        for f in d.iterdir()
-        if f.name[0].isdigit() and not f.name.startswith("last_reserved_ip")
-    }
+@pytest.fixture
+def shim_bin(tmp_path: Path, cni_bin_dir: Path) -> Path:
+    return shim_bin_dir(tmp_path / "bin", cni_bin_dir, "cni-shim", recorder_as_sriov=False)
 
 
 def _group_commands(pgid: int) -> set[str]:
@@ -108,7 +91,7 @@ def test_ipam_failure_mid_add_rolls_back_and_the_retry_succeeds(
 ) -> None:
     ns = netns()
     ipam = tmp_path / "ipam"
-    net_dir = _shim_conflist(tmp_path, [_cluster(tmp_path), _rail(tmp_path)])
+    net_dir = shim_net_dir(tmp_path, [cluster_network(tmp_path), _rail(tmp_path)])
     # Another container holds the rail's only address: the second delegate's IPAM fails.
     (ipam / "railnet").mkdir(parents=True)
     (ipam / "railnet" / RAIL_IP).write_text("someone-else\r\neth9")
@@ -117,9 +100,9 @@ def test_ipam_failure_mid_add_rolls_back_and_the_retry_succeeds(
     assert add.returncode != 0
     assert "no IP addresses available" in add.stderr, add.stderr
     # rolled back: the first network's interface and address are gone, the holder is untouched
-    assert {"eth0", "net1"}.isdisjoint(_links(ns))
-    assert _allocated(ipam, "podnet") == {}
-    assert _allocated(ipam, "railnet") == {RAIL_IP: "someone-else"}
+    assert {"eth0", "net1"}.isdisjoint(set(ns_links(ns)))
+    assert host_local_allocations(ipam, "podnet") == {}
+    assert host_local_allocations(ipam, "railnet") == {RAIL_IP: "someone-else"}
 
     # the holder goes; kubelet's retry (the runtime DELs the failed sandbox, then ADDs again)
     (ipam / "railnet" / RAIL_IP).unlink()
@@ -127,14 +110,14 @@ def test_ipam_failure_mid_add_rolls_back_and_the_retry_succeeds(
     assert rm.returncode == 0, rm.stderr
     again = run_cnitool(cnitool, ["add", "shimnet", ns], net_dir=net_dir, bin_dir=shim_bin)
     assert again.returncode == 0, again.stderr
-    assert {"eth0", "net1"} <= _links(ns)
-    podnet, railnet = _allocated(ipam, "podnet"), _allocated(ipam, "railnet")
+    assert {"eth0", "net1"} <= set(ns_links(ns))
+    podnet, railnet = host_local_allocations(ipam, "podnet"), host_local_allocations(ipam, "railnet")
     assert len(podnet) == 1 and list(railnet) == [RAIL_IP]
     assert set(podnet.values()) == set(railnet.values())  # both held by this container, once each
 
     rm = run_cnitool(cnitool, ["del", "shimnet", ns], net_dir=net_dir, bin_dir=shim_bin)
     assert rm.returncode == 0, rm.stderr
-    assert _allocated(ipam, "podnet") == {} and _allocated(ipam, "railnet") == {}
+    assert host_local_allocations(ipam, "podnet") == {} and host_local_allocations(ipam, "railnet") == {}
     _record(fault_matrix, "IPAM ADD", "plugin error")
 
 
@@ -145,19 +128,19 @@ def test_delegate_failure_mid_add_rolls_back_and_the_retry_succeeds(
     ipam = tmp_path / "ipam"
     state = tmp_path / "faulty.json"
     flaky = _flaky(state, {"command": "ADD", "call": 1, "mode": "fail", "code": 11, "msg": "injected"})
-    net_dir = _shim_conflist(tmp_path, [_cluster(tmp_path), flaky])
+    net_dir = shim_net_dir(tmp_path, [cluster_network(tmp_path), flaky])
 
     add = run_cnitool(cnitool, ["add", "shimnet", ns], net_dir=net_dir, bin_dir=shim_bin)
     assert add.returncode != 0 and "injected" in add.stderr, add.stderr
-    assert "eth0" not in _links(ns) and _allocated(ipam, "podnet") == {}
+    assert "eth0" not in ns_links(ns) and host_local_allocations(ipam, "podnet") == {}
 
     again = run_cnitool(cnitool, ["add", "shimnet", ns], net_dir=net_dir, bin_dir=shim_bin)
     assert again.returncode == 0, again.stderr
-    assert "eth0" in _links(ns) and len(_allocated(ipam, "podnet")) == 1
+    assert "eth0" in ns_links(ns) and len(host_local_allocations(ipam, "podnet")) == 1
     assert json.loads(state.read_text())["ADD"] == 2
     rm = run_cnitool(cnitool, ["del", "shimnet", ns], net_dir=net_dir, bin_dir=shim_bin)
     assert rm.returncode == 0, rm.stderr
-    assert _allocated(ipam, "podnet") == {}
+    assert host_local_allocations(ipam, "podnet") == {}
     _record(fault_matrix, "delegate ADD", "plugin error")
 
 
@@ -170,24 +153,24 @@ def test_cache_loss_del_succeeds_and_leaks_only_its_own_ipam_reservation(
     another container, until an operator removes it. Nothing is rebuilt from current config."""
     ipam = tmp_path / "ipam"
     cache = tmp_path / "cache"
-    net_dir = _shim_conflist(tmp_path, [_cluster(tmp_path)])
+    net_dir = shim_net_dir(tmp_path, [cluster_network(tmp_path)])
     first = netns()
     assert run_cnitool(cnitool, ["add", "shimnet", first], net_dir=net_dir, bin_dir=shim_bin).returncode == 0
-    ((leaked_ip, holder),) = _allocated(ipam, "podnet").items()
+    ((leaked_ip, holder),) = host_local_allocations(ipam, "podnet").items()
 
     shutil.rmtree(cache)  # the host cache directory was lost (not mounted persistently)
     rm = run_cnitool(cnitool, ["del", "shimnet", first], net_dir=net_dir, bin_dir=shim_bin)
     assert rm.returncode == 0, rm.stderr
-    assert _allocated(ipam, "podnet") == {leaked_ip: holder}
-    assert "eth0" in _links(first)  # gone only with the sandbox's network namespace
+    assert host_local_allocations(ipam, "podnet") == {leaked_ip: holder}
+    assert "eth0" in ns_links(first)  # gone only with the sandbox's network namespace
 
     second = netns()
     add = run_cnitool(cnitool, ["add", "shimnet", second], net_dir=net_dir, bin_dir=shim_bin)
     assert add.returncode == 0, add.stderr
-    reservations = _allocated(ipam, "podnet")
+    reservations = host_local_allocations(ipam, "podnet")
     assert len(reservations) == 2 and reservations[leaked_ip] == holder  # no double assignment
     assert run_cnitool(cnitool, ["del", "shimnet", second], net_dir=net_dir, bin_dir=shim_bin).returncode == 0
-    assert _allocated(ipam, "podnet") == {leaked_ip: holder}
+    assert host_local_allocations(ipam, "podnet") == {leaked_ip: holder}
     _record(fault_matrix, "DEL", "cache loss")
 
 
@@ -202,7 +185,7 @@ def test_daemon_killed_mid_add_then_the_runtime_del_and_retry_converge(
     ipam, cache, state = tmp_path / "ipam", tmp_path / "cache", tmp_path / "faulty.json"
     daemon = cni_daemon({"cniDir": str(cache), "binDir": str(thick_bin)}, kube=False)
     hanging = _flaky(state, {"command": "ADD", "call": 1, "mode": "hang", "seconds": 30})
-    conf = shim_conf(daemon, delegates=[_cluster(tmp_path), hanging])
+    conf = shim_conf(daemon, delegates=[cluster_network(tmp_path), hanging])
 
     def calls() -> dict[str, int]:
         return json.loads(state.read_text() or "{}") if state.exists() else {}
@@ -210,7 +193,7 @@ def test_daemon_killed_mid_add_then_the_runtime_del_and_retry_converge(
     with ThreadPoolExecutor(1) as pool:
         pending = pool.submit(run_shim, thick_bin, "ADD", conf, cid, args, ns)
         wait_for(lambda: calls().get("ADD") == 1, 30, what="the second delegate's ADD to hang")
-        assert len(_allocated(ipam, "podnet")) == 1
+        assert len(host_local_allocations(ipam, "podnet")) == 1
         daemon.kill()
         add = pending.result(60)
     assert add.returncode == 1 and json.loads(add.stdout)["msg"].startswith("DaemonUnavailable:"), add.stdout
@@ -218,17 +201,17 @@ def test_daemon_killed_mid_add_then_the_runtime_del_and_retry_converge(
     daemon.start()
     rm = run_shim(thick_bin, "DEL", conf, cid, args, ns)
     assert rm.returncode == 0, rm.stdout + rm.stderr
-    assert _allocated(ipam, "podnet") == {} and "eth0" not in _links(ns)
+    assert host_local_allocations(ipam, "podnet") == {} and "eth0" not in ns_links(ns)
     again = run_shim(thick_bin, "ADD", conf, cid, args, ns)
     assert again.returncode == 0, again.stdout + again.stderr
-    assert "eth0" in _links(ns) and len(_allocated(ipam, "podnet")) == 1
+    assert "eth0" in ns_links(ns) and len(host_local_allocations(ipam, "podnet")) == 1
     _record(fault_matrix, "delegate ADD", "daemon kill+restart")
 
     daemon.kill()
     daemon.start()
     rm = run_shim(thick_bin, "DEL", conf, cid, args, ns)
     assert rm.returncode == 0, rm.stdout + rm.stderr
-    assert _allocated(ipam, "podnet") == {} and "eth0" not in _links(ns)
+    assert host_local_allocations(ipam, "podnet") == {} and "eth0" not in ns_links(ns)
     assert not (cache / cid).exists()
     _record(fault_matrix, "DEL", "daemon kill+restart")
 
@@ -243,7 +226,7 @@ def test_ipam_hung_when_the_daemon_dies_is_released_by_the_runtime_del(
     ns, cid, args = netns(), "beef", pod_args("ns", "p")
     ipam, cache = tmp_path / "ipam", tmp_path / "cache"
     daemon = cni_daemon({"cniDir": str(cache), "binDir": str(thick_bin)}, kube=False)
-    conf = shim_conf(daemon, delegates=[_cluster(tmp_path), _rail(tmp_path)])
+    conf = shim_conf(daemon, delegates=[cluster_network(tmp_path), _rail(tmp_path)])
     (ipam / "railnet").mkdir(parents=True)
     with (ipam / "railnet" / "lock").open("w") as lock, ThreadPoolExecutor(1) as pool:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -251,22 +234,24 @@ def test_ipam_hung_when_the_daemon_dies_is_released_by_the_runtime_del(
         wait_for(
             lambda: "host-local" in _group_commands(daemon.proc.pid), 30, what="the rail's IPAM to block"
         )
-        assert len(_allocated(ipam, "podnet")) == 1
+        assert len(host_local_allocations(ipam, "podnet")) == 1
         daemon.kill()
         add = pending.result(60)
         fcntl.flock(lock, fcntl.LOCK_UN)
     assert add.returncode == 1 and json.loads(add.stdout)["msg"].startswith("DaemonUnavailable:"), add.stdout
-    assert _allocated(ipam, "railnet") == {}  # the killed IPAM call allocated nothing
+    assert host_local_allocations(ipam, "railnet") == {}  # the killed IPAM call allocated nothing
 
     daemon.start()
     rm = run_shim(thick_bin, "DEL", conf, cid, args, ns)
     assert rm.returncode == 0, rm.stdout + rm.stderr
-    assert _allocated(ipam, "podnet") == {} and _allocated(ipam, "railnet") == {}
+    assert host_local_allocations(ipam, "podnet") == {} and host_local_allocations(ipam, "railnet") == {}
     again = run_shim(thick_bin, "ADD", conf, cid, args, ns)
     assert again.returncode == 0, again.stdout + again.stderr
-    assert {"eth0", "net1"} <= _links(ns) and list(_allocated(ipam, "railnet")) == [RAIL_IP]
+    assert {"eth0", "net1"} <= set(ns_links(ns)) and list(host_local_allocations(ipam, "railnet")) == [
+        RAIL_IP
+    ]
     assert run_shim(thick_bin, "DEL", conf, cid, args, ns).returncode == 0
-    assert _allocated(ipam, "podnet") == {} and _allocated(ipam, "railnet") == {}
+    assert host_local_allocations(ipam, "podnet") == {} and host_local_allocations(ipam, "railnet") == {}
     _record(fault_matrix, "IPAM ADD", "daemon kill+restart")
 
 
@@ -280,7 +265,7 @@ def test_a_failing_delegate_del_still_releases_the_others_and_the_retry_converge
     ns = netns()
     ipam, state = tmp_path / "ipam", tmp_path / "faulty.json"
     flaky = _flaky(state, {"command": "DEL", "call": 1, "mode": "fail", "code": 11, "msg": "injected"})
-    net_dir = _shim_conflist(tmp_path, [_cluster(tmp_path), flaky])
+    net_dir = shim_net_dir(tmp_path, [cluster_network(tmp_path), flaky])
     conflist = net_dir / "10-shim.conflist"
     conf = json.loads(conflist.read_text())
     conf["plugins"][0]["retryDeleteOnError"] = retry_delete_on_error
@@ -289,7 +274,7 @@ def test_a_failing_delegate_del_still_releases_the_others_and_the_retry_converge
 
     rm = run_cnitool(cnitool, ["del", "shimnet", ns], net_dir=net_dir, bin_dir=shim_bin)
     assert rm.returncode != 0 and "injected" in rm.stderr, rm.stderr
-    assert _allocated(ipam, "podnet") == {} and "eth0" not in _links(ns)
+    assert host_local_allocations(ipam, "podnet") == {} and "eth0" not in ns_links(ns)
     rm = run_cnitool(cnitool, ["del", "shimnet", ns], net_dir=net_dir, bin_dir=shim_bin)
     assert rm.returncode == 0, rm.stderr
     assert json.loads(state.read_text())["DEL"] == (2 if retry_delete_on_error else 1)

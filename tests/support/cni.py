@@ -103,6 +103,56 @@ def ptp_host_local(subnet: str, data_dir: Path) -> dict[str, Any]:
     return {"type": "ptp", "ipam": {"type": "host-local", "subnet": subnet, "dataDir": str(data_dir)}}
 
 
+def cluster_network(tmp_path: Path) -> dict[str, Any]:
+    """The cluster network (`podnet`): ptp with host-local IPAM under `tmp_path/ipam`, then tuning."""
+    return {
+        "cniVersion": "1.0.0",
+        "name": "podnet",
+        "plugins": [
+            ptp_host_local("10.77.0.0/24", tmp_path / "ipam"),
+            {
+                "type": "tuning",
+                "capabilities": {"mac": True},
+                "sysctl": {"net.ipv4.conf.all.log_martians": "1"},
+            },
+        ],
+    }
+
+
+def shim_net_dir(tmp_path: Path, delegates: list[dict[str, Any]], version: str = "1.1.0") -> Path:
+    """A net.d holding one conflist, `shimnet`: the shim with `delegates` inline, as cnitool reads it."""
+    net_dir = tmp_path / "net.d"
+    net_dir.mkdir(exist_ok=True)
+    conf = {
+        "cniVersion": version,
+        "name": "shimnet",
+        "plugins": [
+            {
+                "type": "cni-shim",
+                "capabilities": {"mac": True},
+                "cniDir": str(tmp_path / "cache"),
+                "binDir": "",
+                "confDir": str(tmp_path / "confdir"),
+                "delegates": delegates,
+            }
+        ],
+    }
+    (net_dir / "10-shim.conflist").write_text(json.dumps(conf))
+    return net_dir
+
+
+def host_local_allocations(ipam: Path, network: str) -> dict[str, str]:
+    """host-local's reservations for `network` under its data dir: IP -> the container ID holding it."""
+    d = ipam / network
+    if not d.exists():
+        return {}
+    return {
+        f.name: f.read_text().splitlines()[0]
+        for f in d.iterdir()
+        if f.name[0].isdigit() and not f.name.startswith("last_reserved_ip")
+    }
+
+
 def ns_links(netns_path: str) -> dict[str, Any]:
     """Links (with ``addr_info``) inside a named netns, keyed by name, as ``ip -j addr`` shows them."""
     name = netns_path.rsplit("/", 1)[1]

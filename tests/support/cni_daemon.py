@@ -29,6 +29,13 @@ from tests.support.cni import CniRun, run_cni
 REPO = Path(__file__).resolve().parents[2]
 DAEMON = REPO / ".venv" / "bin" / "cni-shim-daemon"
 SHIM = REPO / ".venv" / "bin" / "cni-shim"
+# The thin shim's identity: live reads of one Pod and its NADs, and the Pod status write.
+CNI_USER = "cni-shim"
+CNI_RULES = [
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["update"]},
+    {"apiGroups": ["k8s.cni.cncf.io"], "resources": ["network-attachment-definitions"], "verbs": ["get"]},
+]
 DAEMON_USER = "cni-shim-daemon"
 DAEMON_RULES = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
@@ -190,15 +197,17 @@ def cni_daemon(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Calla
         daemon.cleanup()
 
 
-def shim_bin_dir(out: Path, plugins: Path, shim_name: str) -> Path:
-    """The test plugins plus `cni-shim` as `shim_name`; the recorder also stands in for `sriov`
-    (there is no VF here)."""
+def shim_bin_dir(out: Path, plugins: Path, *shim_names: str, recorder_as_sriov: bool = True) -> Path:
+    """The test plugins plus `cni-shim` under each of `shim_names`; with `recorder_as_sriov` the
+    recorder stands in for `sriov` (for suites with no VF)."""
     out.mkdir()
     for entry in plugins.iterdir():
-        if entry.name != "sriov":
+        if not (recorder_as_sriov and entry.name == "sriov"):
             (out / entry.name).symlink_to(entry)
-    (out / "sriov").symlink_to(plugins / "recorder")
-    (out / shim_name).symlink_to(SHIM)
+    if recorder_as_sriov:
+        (out / "sriov").symlink_to(plugins / "recorder")
+    for name in shim_names:
+        (out / name).symlink_to(SHIM)
     return out
 
 

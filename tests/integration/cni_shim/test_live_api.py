@@ -21,16 +21,9 @@ from tests.bed.apiobjects import annotations_of, as_object
 from tests.bed.bed import TestBed
 from tests.bed.cni_objects import NAD_API, bind_by_hand, create_nad, create_pod
 from tests.support.cni import ptp_host_local, run_cni
-from tests.support.cni_daemon import shim_bin_dir
+from tests.support.cni_daemon import CNI_RULES, CNI_USER, shim_bin_dir
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
-
-CNI_USER = "cni-shim"
-CNI_RULES = [
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
-    {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["update"]},
-    {"apiGroups": ["k8s.cni.cncf.io"], "resources": ["network-attachment-definitions"], "verbs": ["get"]},
-]
 
 
 @pytest.fixture(scope="module")

@@ -14,50 +14,22 @@ from typing import Any
 
 import pytest
 
-from tests.support.cni import ptp_host_local, run_cni, run_cnitool
+from tests.support.cni import cluster_network, run_cni, run_cnitool, shim_net_dir
+from tests.support.cni_daemon import shim_bin_dir
 
 pytestmark = pytest.mark.netns
-
-SHIM = Path(os.environ.get("VIRTUAL_ENV", Path(__file__).resolve().parents[3] / ".venv")) / "bin" / "cni-shim"
 
 
 @pytest.fixture
 def shim_bin(tmp_path: Path, cni_bin_dir: Path) -> Path:
     """The plugin dir plus the shim, as `cni-shim` and under Multus's file name (drop-in)."""
-    out = tmp_path / "bin"
-    out.mkdir()
-    for entry in cni_bin_dir.iterdir():
-        (out / entry.name).symlink_to(entry)
-    (out / "multus").symlink_to(SHIM)
-    (out / "cni-shim").symlink_to(SHIM)
-    return out
+    return shim_bin_dir(tmp_path / "bin", cni_bin_dir, "multus", "cni-shim", recorder_as_sriov=False)
 
 
 def _ip(netns: str, *args: str) -> str:
     return subprocess.run(
         ["ip", "-n", Path(netns).name, *args], capture_output=True, text=True, check=False
     ).stdout
-
-
-def _shim_conflist(tmp_path: Path, delegates: list[dict[str, Any]], version: str = "1.1.0") -> Path:
-    net_dir = tmp_path / "net.d"
-    net_dir.mkdir(exist_ok=True)
-    conf = {
-        "cniVersion": version,
-        "name": "shimnet",
-        "plugins": [
-            {
-                "type": "cni-shim",
-                "capabilities": {"mac": True},
-                "cniDir": str(tmp_path / "cache"),
-                "binDir": "",
-                "confDir": str(tmp_path / "confdir"),
-                "delegates": delegates,
-            }
-        ],
-    }
-    (net_dir / "10-shim.conflist").write_text(json.dumps(conf))
-    return net_dir
 
 
 def _multus_conf(
@@ -75,21 +47,6 @@ def _multus_conf(
     }
 
 
-def _cluster(tmp_path: Path) -> dict[str, Any]:
-    return {
-        "cniVersion": "1.0.0",
-        "name": "podnet",
-        "plugins": [
-            ptp_host_local("10.77.0.0/24", tmp_path / "ipam"),
-            {
-                "type": "tuning",
-                "capabilities": {"mac": True},
-                "sysctl": {"net.ipv4.conf.all.log_martians": "1"},
-            },
-        ],
-    }
-
-
 def test_cnitool_add_check_status_gc_del_with_real_plugins(tmp_path, shim_bin, netns, veth, cnitool):
     ns = netns()
     side = {
@@ -99,7 +56,7 @@ def test_cnitool_add_check_status_gc_del_with_real_plugins(tmp_path, shim_bin, n
         "device": veth,
         "ipam": {"type": "static", "addresses": [{"address": "192.0.2.10/24"}]},
     }
-    net_dir = _shim_conflist(tmp_path, [_cluster(tmp_path), side])
+    net_dir = shim_net_dir(tmp_path, [cluster_network(tmp_path), side])
     mac = "02:aa:bb:cc:dd:ee"
     env = {"CAP_ARGS": json.dumps({"mac": mac})}
     add = run_cnitool(cnitool, ["add", "shimnet", ns], net_dir=net_dir, bin_dir=shim_bin, env=env)
@@ -143,7 +100,7 @@ def test_cnitool_add_check_status_gc_del_with_real_plugins(tmp_path, shim_bin, n
 def test_failed_add_rolls_back_real_plugins(tmp_path, shim_bin, netns, cnitool):
     ns = netns()
     broken = {"cniVersion": "1.0.0", "name": "broken", "type": "host-device", "device": "does-not-exist0"}
-    net_dir = _shim_conflist(tmp_path, [_cluster(tmp_path), broken])
+    net_dir = shim_net_dir(tmp_path, [cluster_network(tmp_path), broken])
     add = run_cnitool(cnitool, ["add", "shimnet", ns], net_dir=net_dir, bin_dir=shim_bin)
     assert add.returncode != 0
     assert 'error adding container to network "broken"' in add.stderr

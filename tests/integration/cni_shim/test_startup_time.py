@@ -17,8 +17,7 @@ from kubernetes import client
 
 from cni_shim import launcher
 from tests.bed.apiobjects import uid_of
-from tests.integration.cni_shim.test_live_api import CNI_RULES, CNI_USER
-from tests.support.cni_daemon import SHIM
+from tests.support.cni_daemon import CNI_RULES, CNI_USER, SHIM
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns, pytest.mark.slow]
 
