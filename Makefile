@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: all demo test deps venv tools gen lint typecheck contract-go pytest bench faults fuzz clean testbed-up testbed-down
+.PHONY: all demo test deps venv tools gen lint typecheck contract-go core-coverage pytest bench faults fuzz clean testbed-up testbed-down
 
 all: test
 
@@ -40,12 +40,18 @@ typecheck: venv gen
 contract-go:
 	@if [ -d tests/go/contract ]; then cd tests/go/contract && GOTOOLCHAIN=local go test ./...; fi
 
+## The pure core (driver/core and the networks-annotation parser) is held to 100% branch coverage.
+core-coverage: venv gen
+	@$(PY) -m pytest -q -p no:cacheprovider tests/unit/driver_core tests/unit/networks \
+	  --cov=driver.core --cov=sriov_contract.networks --cov-branch \
+	  --cov-report=term-missing:skip-covered --cov-fail-under=100
+
 ## pytest exits 5 when it collected nothing: that is a failure here, never a pass.
 pytest: venv gen
 	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
-test: deps venv tools lint typecheck contract-go pytest
+test: deps venv tools lint typecheck contract-go core-coverage pytest
 
 demo: deps venv tools gen
 	@$(PY) scripts/demo.py

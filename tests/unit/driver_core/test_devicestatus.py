@@ -209,3 +209,9 @@ def test_network_data_is_none_without_an_entry(text):
 def test_network_data_keeps_at_most_the_api_limit_of_addresses():
     status = _status({"name": "n/s", "ips": [f"192.0.2.{i}" for i in range(40)]})
     assert network_data(status, "n/s") == {"ips": [f"192.0.2.{i}/32" for i in range(MAX_IPS)]}
+
+
+def test_network_data_leaves_out_what_the_entry_lacks_or_garbles():
+    # ADD may report an interface with no usable address; an address that is not text is skipped
+    status = _status({"name": "n/s", "interface": "dra0", "ips": [7, None], "mac": ""})
+    assert network_data(status, "n/s") == {"interfaceName": "dra0"}
