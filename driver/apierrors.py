@@ -7,6 +7,7 @@ treats 403 as an access problem that keeps all recovery state, and treats a miss
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 from sriov_contract.errors import ReasonedError
@@ -23,6 +24,19 @@ _REASONS: Final = {
     CONFLICT: "Conflict",
     INVALID: "Invalid",
 }
+
+
+# The API server quotes a rejected field's value in its message ('spec.config: Invalid value:
+# "{...}"'). For a NAD that value is the CNI config with its IPAM settings, which must never reach
+# our logs or Events; the field path and the rule it broke are what an operator needs.
+_QUOTED_VALUE: Final = re.compile(r'Invalid value: "(?:[^"\\]|\\.)*"')
+MAX_DETAIL: Final = 1024  # generous: a 253-character object name appears in it more than once
+
+
+def server_detail(message: str) -> str:
+    """The API server's message as we may repeat it: field values omitted, length bounded."""
+    kept = _QUOTED_VALUE.sub('Invalid value: "<omitted>"', message)
+    return kept if len(kept) <= MAX_DETAIL else kept[: MAX_DETAIL - 3] + "..."
 
 
 class ApiError(ReasonedError):
@@ -46,7 +60,7 @@ class ApiError(ReasonedError):
 def api_error(status: int, verb: str, what: str, detail: str = "") -> ApiError:
     """The error for `verb` on `what` (e.g. "create", "NetworkAttachmentDefinition ns/name")."""
     reason = _REASONS.get(status, "ApiRequestFailed")
-    said = f": {detail}" if detail else ""
+    said = f": {server_detail(detail)}" if detail else ""
     if status == 403:
         hint = (
             "grant the driver's ServiceAccount the rights in deploy/driver-rbac.yaml; the binding's "
