@@ -6,6 +6,7 @@ finalizer from exactly that object; foreign finalizers are listed separately and
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import click
@@ -66,7 +67,8 @@ def orphans(
 
     api = api_client(kubeconfig)
     uid = node_uid(api, node)
-    records = read_checkpoint(checkpoint)
+    # Read by the scan once the API server has taken its listing's snapshot (see driver.orphans).
+    records = functools.partial(read_checkpoint, checkpoint)
     lister = KubeShadowLister(api)
     if finalize_id:
         done = finalize_orphan(lister, KubeNads(api), records, uid, finalize_id)

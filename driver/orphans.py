@@ -1,7 +1,10 @@
 """The orphan scan (spec 8.5, 18.3): this node's managed shadows correlated with the checkpoint.
 
 Labels only narrow the listing; ownership is decided by the full binding identity and the frozen
-content, exactly as release checks them. A protected shadow that no checkpoint record accounts
+content, exactly as release checks them. Given a checkpoint reader, the scan reads the checkpoint
+only once the API server has taken the listing's snapshot: prepare records a binding before it
+creates the shadow, so a binding prepared during the scan can never look like an orphan (at worst
+one released meanwhile does, and its shadow is already gone). A protected shadow that no checkpoint record accounts
 for is an orphan: it is reported, never finalized automatically, because a lost checkpoint does
 not prove the VF and its network are no longer in use. Shadows of other node UIDs are ignored.
 An operator may finalize one orphan by its exact attachment ID; that removes only our finalizer,
@@ -10,7 +13,7 @@ under UID and resourceVersion preconditions, and leaves every foreign finalizer 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
@@ -168,14 +171,19 @@ def _report(obj: Mapping[str, Any], known: _Known, node_uid: str) -> ShadowRepor
     )
 
 
-def scan(lister: ShadowLister, records: Sequence[ClaimRecord], node_uid: str) -> list[ShadowReport]:
+Records = Sequence[ClaimRecord] | Callable[[], Sequence[ClaimRecord]]
+"""The checkpoint's records, or a reader of them (called once the listing has started)."""
+
+
+def scan(lister: ShadowLister, records: Records, node_uid: str) -> list[ShadowReport]:
     """Each shadow is checked as the listing streams in and only its small report is kept; the
-    checkpoint is indexed while the API server prepares the listing."""
-    return correlate(lister.list_shadows(node_uid), records, node_uid)
+    checkpoint is read and indexed while the API server sends the listing."""
+    shadows = lister.list_shadows(node_uid)
+    return correlate(shadows, records() if callable(records) else records, node_uid)
 
 
 def finalize_orphan(
-    lister: ShadowLister, nads: NadClient, records: Sequence[ClaimRecord], node_uid: str, attachment_id: str
+    lister: ShadowLister, nads: NadClient, records: Records, node_uid: str, attachment_id: str
 ) -> ShadowReport:
     """Delete (UID precondition) and drop only our finalizer from the one orphan with this exact ID.
 
