@@ -170,7 +170,8 @@ class ApiServer:
                     f"WATCH {path} returned HTTP {response.status}: {_message(data)}", response.status
                 )
             try:
-                for line in iter_resp_lines(response):  # type: ignore[no-untyped-call]
+                # The library's answer wraps urllib3's, and only the inner one can stream.
+                for line in iter_resp_lines(response.response):  # type: ignore[no-untyped-call]
                     if line.strip():
                         yield _object(line.encode() if isinstance(line, str) else line, f"WATCH {path}")
             except KubeApiError:

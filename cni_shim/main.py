@@ -100,7 +100,11 @@ def main() -> None:
     status, out, err = run(dict(os.environ), sys.stdin.buffer.read)
     if out:
         sys.stdout.write(out)
-        sys.stdout.flush()
     if err:
         sys.stderr.write(err)
-    sys.exit(status)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Everything the runtime gets is written; the interpreter's teardown (freeing every module
+    # and object) would only add a few milliseconds of CPU to each invocation. Log files flush
+    # per line and connections need no goodbye, so the process ends here.
+    os._exit(status)

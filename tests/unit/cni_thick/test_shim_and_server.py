@@ -211,9 +211,14 @@ def test_the_thick_shim_imports_only_the_standard_library(tmp_path):
             "daemonReadyTimeout": 0.05,
         }
     )
+    # The shim ends with os._exit (no atexit hooks), so the probe takes that exit over.
     probe = (
-        "import atexit, sys\n"
-        "atexit.register(lambda: open(sys.argv[1] + '.mods', 'w').write('\\n'.join(sorted(sys.modules))))\n"
+        "import os, sys\n"
+        "_end = os._exit\n"
+        "def _dump(status):\n"
+        "    open(sys.argv[1] + '.mods', 'w').write('\\n'.join(sorted(sys.modules)))\n"
+        "    _end(status)\n"
+        "os._exit = _dump\n"
     )
     # Run the launcher's own lines after the probe, in one interpreter started the same way (-S).
     script = tmp_path / "probe.py"
