@@ -1009,8 +1009,11 @@ def daemon_answers(stack: Stack, command: str, pod: str) -> int:
     return count
 
 
+CNI_MODE_CHECK = "CNI runs thick: cni-shim hands ADD to cni-shim-daemon, which reads the Pod live"
+
+
 def check_cni_mode(stack: Stack, obs: Observed, since: int) -> Check:
-    name = "CNI runs thick: cni-shim hands ADD to cni-shim-daemon, which reads the Pod live"
+    name = CNI_MODE_CHECK
     if not stack.thick:
         return Check(name, SKIP, "thin mode was chosen for this run")
     meta = obs.pod["metadata"]

@@ -2,7 +2,8 @@
 node CNI and simulated kubelet on the session's bed.
 
 - ``stacks`` (module): at most one running ``Stack``, switched between thick and thin on demand.
-- ``thick_stack`` / ``thin_stack``: that stack with the CNI in thick (daemon) or thin mode.
+- ``thick_stack``: that stack with the CNI in thick mode (the thin mode runs through `make demo`'s
+  own entry point in tests/e2e).
 
 Heavy imports happen inside the fixtures so that unit-only runs stay fast.
 """
@@ -33,8 +34,3 @@ def stacks(testbed: TestBed, tool_dirs: ToolSet) -> Iterator[Stacks]:
 @pytest.fixture
 def thick_stack(stacks: Stacks) -> Stack:
     return stacks.get(thick=True)
-
-
-@pytest.fixture
-def thin_stack(stacks: Stacks) -> Stack:
-    return stacks.get(thick=False)
