@@ -228,6 +228,17 @@ def shim_conf(daemon: DaemonProc | Path, **extra: Any) -> dict[str, Any]:
     }
 
 
+# The runtime's environment for one ADD, as unit tests of the thick shim's forwarding send it.
+SHIM_ENV = {
+    "CNI_COMMAND": "ADD",
+    "CNI_CONTAINERID": "c1",
+    "CNI_NETNS": "/run/netns/x",
+    "CNI_IFNAME": "eth0",
+    "CNI_ARGS": "",
+    "CNI_PATH": "/opt/cni/bin",
+}
+
+
 def pod_args(namespace: str, name: str, uid: str = "") -> str:
     args = f"IgnoreUnknown=1;K8S_POD_NAMESPACE={namespace};K8S_POD_NAME={name};K8S_POD_INFRA_CONTAINER_ID=sb"
     return args + (f";K8S_POD_UID={uid}" if uid else "")

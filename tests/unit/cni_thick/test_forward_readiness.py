@@ -12,7 +12,7 @@ import pytest
 from cni_shim import main, thick_client
 from cni_shim.dispatch import Answer
 from cni_shim.server import State, listen
-from tests.unit.cni_thick.test_shim_and_server import ENV
+from tests.support.cni_daemon import SHIM_ENV as ENV
 
 RESULT = {"cniVersion": "1.0.0", "interfaces": [{"name": "eth0"}]}
 

@@ -16,15 +16,7 @@ import pytest
 from cni_shim import launcher, main, thick_client
 from cni_shim.dispatch import Answer, decode_request
 from cni_shim.server import Hooks, State, listen
-
-ENV = {
-    "CNI_COMMAND": "ADD",
-    "CNI_CONTAINERID": "c1",
-    "CNI_NETNS": "/run/netns/x",
-    "CNI_IFNAME": "eth0",
-    "CNI_ARGS": "",
-    "CNI_PATH": "/opt/cni/bin",
-}
+from tests.support.cni_daemon import SHIM_ENV as ENV
 
 
 class Running:
