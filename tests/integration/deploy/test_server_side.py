@@ -149,8 +149,30 @@ def test_device_class_cel_is_compiled_by_the_server(deploy_cluster) -> None:
 
 @pytest.fixture(scope="module")
 def bound_accounts(deploy_cluster: DeployCluster) -> Iterator[client.AuthorizationV1Api]:
-    """deploy/'s ServiceAccounts and RBAC, applied for real; deleted afterwards."""
+    """deploy/'s ServiceAccounts and RBAC, applied for real; afterwards the ones this module
+    created are deleted. Other suites on the session's bed (the e2e stack, the shipped-RBAC
+    driver identity) apply the same objects and keep relying on them, so those stay."""
+    rbac = client.RbacAuthorizationV1Api(deploy_cluster.api)
+    core = client.CoreV1Api(deploy_cluster.api)
+    readers = {
+        "ServiceAccount": lambda m: core.read_namespaced_service_account(m["name"], m["namespace"]),
+        "ClusterRole": lambda m: rbac.read_cluster_role(m["name"]),
+        "ClusterRoleBinding": lambda m: rbac.read_cluster_role_binding(m["name"]),
+        "Role": lambda m: rbac.read_namespaced_role(m["name"], m["namespace"]),
+        "RoleBinding": lambda m: rbac.read_namespaced_role_binding(m["name"], m["namespace"]),
+    }
+
+    def present(obj: dict[str, Any]) -> bool:
+        try:
+            readers[obj["kind"]](obj["metadata"])
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
     objects = [o for o in deploy_objects() if o["kind"] in RBAC_KINDS]
+    created = [o for o in objects if not present(o)]
     deploy_cluster.bed.apply(objects)
     auth = client.AuthorizationV1Api(deploy_cluster.api)
     # The authorizer's RBAC cache catches up asynchronously: wait until each binding (cluster-wide
@@ -159,8 +181,6 @@ def bound_accounts(deploy_cluster: DeployCluster) -> Iterator[client.Authorizati
         for scope in {p.namespace for p in needs}:
             wait_allowed(auth, namespace, name, min(p for p in needs if p.namespace == scope))
     yield auth
-    rbac = client.RbacAuthorizationV1Api(deploy_cluster.api)
-    core = client.CoreV1Api(deploy_cluster.api)
     deleters = {
         "ServiceAccount": lambda m: core.delete_namespaced_service_account(m["name"], m["namespace"]),
         "ClusterRole": lambda m: rbac.delete_cluster_role(m["name"]),
@@ -168,7 +188,7 @@ def bound_accounts(deploy_cluster: DeployCluster) -> Iterator[client.Authorizati
         "Role": lambda m: rbac.delete_namespaced_role(m["name"], m["namespace"]),
         "RoleBinding": lambda m: rbac.delete_namespaced_role_binding(m["name"], m["namespace"]),
     }
-    for obj in objects:
+    for obj in created:
         try:
             deleters[obj["kind"]](obj["metadata"])
         except ApiException as exc:
