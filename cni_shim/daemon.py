@@ -106,7 +106,9 @@ class DaemonViews:
         self._readers = readers
 
     def live(self) -> KubeApi | None:
-        return LiveView(self._api, self._metrics, self._readers) if self._api is not None else None
+        if self._api is None:
+            return None
+        return LiveView(self._api, self._metrics, self._readers, self._pods.store if self._pods else None)
 
     def cached(self) -> KubeApi | None:
         if self._api is None or self._pods is None or self._nads is None:

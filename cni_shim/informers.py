@@ -55,6 +55,13 @@ class Store:
             found = self._items.get((namespace, name))
             return copy.deepcopy(found) if found is not None else None
 
+    def annotation(self, namespace: str, name: str, key: str) -> str | None:
+        """One annotation of a held object, without the deep copy `get` makes (a hot-path peek)."""
+        with self._lock:
+            found = self._items.get((namespace, name))
+            value = (((found or {}).get("metadata") or {}).get("annotations") or {}).get(key)
+            return value if isinstance(value, str) else None
+
     def replace(self, items: Sequence[Json]) -> None:
         with self._lock:
             if not self._frozen:

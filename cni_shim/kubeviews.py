@@ -7,11 +7,14 @@ caches other requests use (spec 10.2's request-local WithLiveReads copy).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 from typing import Any, Protocol
 
+from cni_shim import prefetch
 from cni_shim.apiserver import nad_path, pod_path
 from cni_shim.informers import Store
+from cni_shim.prefetch import Key
+from sriov_contract.keys import NETWORKS_ANNOTATION
 
 Json = dict[str, Any]
 
@@ -31,33 +34,59 @@ class Counts(Protocol):
 class LiveView:
     """Every read is an ordinary live GET (no resourceVersion=0, so never served from a watch cache).
 
-    With a thread pool, the NADs a Pod selects are read concurrently: each is still a live GET
-    issued after the Pod read, but an ADD waits for one round trip instead of one per NAD.
+    With a thread pool, the NADs a Pod selects are read concurrently. Given the informer's Pods
+    too, the NADs its copy of the Pod selects are read beside the first live Pod GET (see
+    cni_shim.prefetch for why that keeps every answer used live and lets only the live Pod decide).
     """
 
     pod_reads_live = True
 
-    def __init__(self, api: Api, counts: Counts, pool: Executor | None = None) -> None:
+    def __init__(
+        self, api: Api, counts: Counts, pool: Executor | None = None, guesses: Store | None = None
+    ) -> None:
         self._api = api
         self._counts = counts
         self._pool = pool
+        self._guesses = guesses
+        self._prefetched: dict[Key, Future[Json | None]] = {}
 
     def get_pod(self, namespace: str, name: str) -> Json | None:
+        if self._guesses is not None and self._pool is not None:
+            self._prefetch(self._pool, self._guesses, namespace, name)
         self._counts.live_read("pod")
         return self._api.get(pod_path(namespace, name), f"pod {namespace}/{name}")
+
+    def _prefetch(self, pool: Executor, pods: Store, namespace: str, name: str) -> None:
+        # Only the view's first Pod read: later ones are retries or the status write.
+        self._guesses = None
+        networks = pods.annotation(namespace, name, NETWORKS_ANNOTATION)
+        guessed = prefetch.guessed_nads(networks, namespace) if networks is not None else ()
+        self._prefetched = {key: pool.submit(self.get_nad, *key) for key in guessed}
 
     def get_nad(self, namespace: str, name: str) -> Json | None:
         self._counts.live_read("nad")
         return self._api.get(nad_path(namespace, name), f"network-attachment-definition {namespace}/{name}")
 
-    def get_nads(self, keys: Sequence[tuple[str, str]]) -> Iterator[Json | None]:
-        if self._pool is None or len(keys) < 2:
-            for namespace, name in keys:
-                yield self.get_nad(namespace, name)
-            return
-        reads = [self._pool.submit(self.get_nad, namespace, name) for namespace, name in keys]
-        for read in reads:
-            yield read.result()
+    def get_nads(self, keys: Sequence[Key]) -> Iterator[Json | None]:
+        reads = prefetch.nad_reads(keys, self._prefetched.keys())
+        answers = {key: self._prefetched[key] for key in reads.reuse}
+        self._prefetched = {}  # the guesses the live Pod does not need are dropped, failures too
+        if self._pool is not None and len(reads.read_now) + len(answers) >= 2:
+            answers.update((key, self._pool.submit(self.get_nad, *key)) for key in reads.read_now)
+        return self._in_order(keys, answers)
+
+    def _in_order(
+        self, keys: Sequence[Key], answers: dict[Key, Future[Json | None]]
+    ) -> Iterator[Json | None]:
+        # A failed read raises at its selection's turn, so errors keep selection order.
+        read: dict[Key, Json | None] = {}
+        for key in keys:
+            if key in answers:
+                yield answers[key].result()
+            else:
+                if key not in read:
+                    read[key] = self.get_nad(*key)
+                yield read[key]
 
     def replace_pod_status(self, pod: Mapping[str, Any]) -> None:
         meta = pod["metadata"]
