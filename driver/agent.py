@@ -137,7 +137,7 @@ def managed_service(
     from driver.claimstatus import DeviceStatusWriter  # noqa: PLC0415 - keeps the unmanaged start-up lean
     from driver.consumer import ConsumerResolver  # noqa: PLC0415
     from driver.events import NULL_OBSERVER  # noqa: PLC0415
-    from driver.kube import KubeClaims, KubeNads, KubePods  # noqa: PLC0415
+    from driver.kube import KubeClaims, KubeNads, KubePods, KubeShadowLister  # noqa: PLC0415
     from driver.managed import ManagedPreparer  # noqa: PLC0415
 
     pods = KubePods(api)
@@ -164,6 +164,7 @@ def managed_service(
         eligible_attributes=eligible_attributes,
         observer=observer or NULL_OBSERVER,
         device_status=DeviceStatusWriter(claims),
+        shadow_lister=KubeShadowLister(api),
     )
 
 
@@ -183,7 +184,12 @@ def start_repair(
     from driver.repair import RepairWorker  # noqa: PLC0415
 
     worker = RepairWorker(
-        service, checkpoint.snapshot_all, interval=interval, observer=observer, metrics=metrics
+        service,
+        checkpoint.snapshot_all,
+        interval=interval,
+        observer=observer,
+        metrics=metrics,
+        listing=service.list_shadows,
     )
     outcomes = worker.run_once()
     failed = {uid: why for uid, why in outcomes.items() if why}

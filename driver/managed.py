@@ -41,9 +41,11 @@ from driver.discovery import DRIVER_NAME
 from driver.events import NULL_OBSERVER, PhaseObserver
 from driver.kubeletplugin.api import ClaimRef, DeviceResult, PrepareOutcome
 from driver.locks import OperationLocks
+from driver.orphans import ShadowLister
 from driver.podnetworks import PodClient, publish_selections, withdraw_claim_selections
 from driver.prepare import Allocated, PrepareError, Preparer, prepare_each, results, unprepare_each
 from driver.shadow import NadClient, ensure_shadow, remove_protection, request_shadow_deletion
+from driver.shadowmatch import ShadowIndex, converged, index_shadows
 from driver.vfdriver import USERSPACE_DRIVERS
 from sriov_contract.binding import SourceRef
 from sriov_contract.errors import ReasonedError
@@ -81,6 +83,7 @@ class ManagedPreparer:
         sleep: Callable[[float], None] = time.sleep,
         observer: PhaseObserver = NULL_OBSERVER,
         device_status: DeviceStatusWriter | None = None,
+        shadow_lister: ShadowLister | None = None,
     ) -> None:
         self._host = host
         self._resolver = resolver
@@ -94,6 +97,7 @@ class ManagedPreparer:
         self._sleep = sleep
         self._observer = observer
         self._device_status = device_status
+        self._shadow_lister = shadow_lister
 
     # -- NodeService ---------------------------------------------------------------------------
 
@@ -115,13 +119,25 @@ class ManagedPreparer:
 
     # -- repair (spec 8.3) ---------------------------------------------------------------------
 
-    def repair_claim(self, claim_uid: str) -> None:
+    def list_shadows(self) -> ShadowIndex | None:
+        """This node's shadows as one listing for a repair pass, or None (no lister, or the listing
+        failed: every binding then reads its shadow as it would without one)."""
+        if self._shadow_lister is None:
+            return None
+        try:
+            return index_shadows(self._shadow_lister.list_shadows(self._node_uid))
+        except ReasonedError as exc:
+            log.warning("repair pass reads each shadow: listing this node's shadows failed: %s", exc)
+            return None
+
+    def repair_claim(self, claim_uid: str, listed: ShadowIndex | None = None) -> None:
         """One repair pass over a checkpointed claim, under the same locks as kubelet's calls.
 
         A release phase records kubelet's earlier authorization, so its release resumes (a
         ReleaseComplete record redoes only API work). An active binding is repaired forward from
         its frozen bytes only while its Pod, claim, allocation and node are still the recorded
         ones; any difference stops repair and never releases hardware: that is kubelet's call.
+        A shadow `listed` exactly as recorded costs no read; any other is read and repaired live.
         """
         recorded = self._checkpoint.snapshot_claim(claim_uid)
         if recorded is None or "" in phases_of(recorded):
@@ -140,7 +156,7 @@ class ManagedPreparer:
             current = self._checkpoint.snapshot_claim(claim_uid)
             if current is None or phases_of(current) & RELEASE_PHASES:
                 return  # kubelet's release got the locks first
-            self._ensure_pod_bindings(consumer, ref)
+            self._ensure_pod_bindings(consumer, ref, listed)
             self._report_devices(ref, claim, consumer, patient=True)
 
     # -- prepare -------------------------------------------------------------------------------
@@ -257,7 +273,9 @@ class ManagedPreparer:
         meta = nad.get("metadata") or {}
         return SourceRef(ref.namespace, ref.name, str(meta.get("uid")), str(meta.get("resourceVersion"))), nad
 
-    def _ensure_pod_bindings(self, consumer: Consumer, ref: ClaimRef) -> None:
+    def _ensure_pod_bindings(
+        self, consumer: Consumer, ref: ClaimRef, listed: ShadowIndex | None = None
+    ) -> None:
         """EnsureManagedBindings: shadows of every active claim of the Pod, one Pod merge, Ready.
 
         Runs under the caller's locks. Another claim whose shadow cannot be ensured is left out of
@@ -269,7 +287,7 @@ class ManagedPreparer:
             if phases_of(recorded) & RELEASE_PHASES:
                 continue
             try:
-                ensured = self._ensure_shadows(recorded)
+                ensured = self._ensure_shadows(recorded, listed)
             except ReasonedError as exc:
                 if recorded.claim_uid == ref.uid:
                     raise
@@ -338,10 +356,16 @@ class ManagedPreparer:
         if recorded is not None:
             self._observer.phase(recorded, phase)
 
-    def _ensure_shadows(self, recorded: ClaimRecord) -> list[BindingRecord]:
-        return [self._ensure_one(recorded.claim_uid, d.device, b) for d, b in records_of(recorded)]
+    def _ensure_shadows(self, recorded: ClaimRecord, listed: ShadowIndex | None) -> list[BindingRecord]:
+        return [self._ensure_one(recorded.claim_uid, d.device, b, listed) for d, b in records_of(recorded)]
 
-    def _ensure_one(self, claim_uid: str, device: str, binding: BindingRecord) -> BindingRecord:
+    def _ensure_one(
+        self, claim_uid: str, device: str, binding: BindingRecord, listed: ShadowIndex | None
+    ) -> BindingRecord:
+        if listed is not None and converged(
+            listed.get((binding.pod_namespace, binding.shadow_name)), binding
+        ):
+            return binding
         current = binding
 
         def forget(old: BindingRecord) -> BindingRecord:

@@ -6,6 +6,9 @@ managed service under the same claim-then-Pod locks kubelet's calls take, so rep
 kubelet never interleave on one claim. A claim that fails is retried with exponential backoff:
 a broken API server or a stuck object costs a bounded number of calls, and the same failure is
 logged and reported once per streak rather than on every pass.
+
+Given a listing, a pass starts with one list of this node's shadows, so a healthy binding costs no
+read of its shadow; the listing belongs to that pass alone and is never used by kubelet's calls.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from driver.apierrors import ApiError
 from driver.checkpoint import ClaimRecord
 from driver.events import NULL_OBSERVER, PhaseObserver
 from driver.kubeletplugin.api import ClaimRef
+from driver.shadowmatch import ShadowIndex
 from sriov_contract.errors import ReasonedError
 
 if TYPE_CHECKING:
@@ -40,7 +44,7 @@ BACKING_OFF: Final = "BackingOff"
 
 
 class ClaimRepairer(Protocol):
-    def repair_claim(self, claim_uid: str) -> None: ...
+    def repair_claim(self, claim_uid: str, listed: ShadowIndex | None = None) -> None: ...
 
 
 def jittered(interval: float, fraction: float, r: float) -> float:
@@ -71,6 +75,7 @@ class RepairWorker:
         metrics: DriverMetrics | None = None,
         clock: Callable[[], float] = time.monotonic,
         rand: Callable[[], float] = random.random,
+        listing: Callable[[], ShadowIndex | None] | None = None,
     ) -> None:
         self._service = service
         self._snapshot = snapshot
@@ -79,6 +84,7 @@ class RepairWorker:
         self._metrics = metrics
         self._clock = clock
         self._rand = rand
+        self._listing = listing
         self._trigger = threading.Event()
         self._streaks: dict[str, _Streak] = {}
         self.passes = 0
@@ -92,8 +98,10 @@ class RepairWorker:
         started = self._clock()
         outcomes: dict[str, str] = {}
         records = self._snapshot()
+        # A node with nothing to repair does not list anything.
+        listed = self._listing() if self._listing is not None and records else None
         for record in records:
-            outcomes[record.claim_uid] = self._repair(record, started)
+            outcomes[record.claim_uid] = self._repair(record, started, listed)
         for gone in set(self._streaks) - {r.claim_uid for r in records}:
             del self._streaks[gone]
         self.passes += 1
@@ -101,12 +109,12 @@ class RepairWorker:
             self._metrics.repair_seconds.observe(self._clock() - started)
         return outcomes
 
-    def _repair(self, record: ClaimRecord, now: float) -> str:
+    def _repair(self, record: ClaimRecord, now: float, listed: ShadowIndex | None) -> str:
         streak = self._streaks.get(record.claim_uid)
         if streak is not None and now < streak.retry_at:
             return BACKING_OFF
         try:
-            self._service.repair_claim(record.claim_uid)
+            self._service.repair_claim(record.claim_uid, listed)
         except ReasonedError as exc:
             self._failed(record, exc, streak, now)
             return exc.reason

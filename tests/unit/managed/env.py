@@ -108,6 +108,7 @@ class Env:
             node_uid=NODE_UID,
             eligible_attributes=self.eligible.get,
             sleep=self.sleeps.append,
+            shadow_lister=self.api,
         )
 
     # -- objects -------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from driver.apierrors import api_error
+from sriov_contract.keys import MANAGED_BY_LABEL, MANAGED_BY_VALUE, NODE_UID_LABEL
 
 Obj = dict[str, Any]
 T = TypeVar("T")
@@ -57,6 +58,8 @@ class FakeApi:
         self.objects: dict[tuple[str, str, str], Obj] = {}
         self.faults: dict[tuple[str, str], list[Fault]] = {}
         self.writes: list[tuple[str, str, str]] = []
+        self.reads: list[tuple[str, str, str]] = []
+        """Every get and list call, as (verb, kind, name)."""
         self._rv = itertools.count(1)
         self._lock = threading.RLock()
 
@@ -103,7 +106,9 @@ class FakeApi:
             if fault is not None and not fault.applied:
                 raise api_error(fault.status, verb, f"{kind} {name}")
             result = action()
-            if verb != "get":
+            if verb in ("get", "list"):
+                self.reads.append((verb, kind, name))
+            else:
                 self.writes.append((verb, kind, name))
             if fault is not None:
                 raise api_error(fault.status, verb, f"{kind} {name}")
@@ -164,3 +169,17 @@ class FakeApi:
 
     def patch_nad(self, namespace: str, name: str, ops: list[Obj]) -> Obj:
         return self._call("patch", "nads", name, lambda: self._patch("nads", namespace, name, ops))
+
+    # -- ShadowLister --------------------------------------------------------------------------
+
+    def list_shadows(self, node_uid: str) -> list[Obj]:
+        def listing() -> list[Obj]:
+            return [
+                copy.deepcopy(o)
+                for (kind, _ns, _name), o in sorted(self.objects.items())
+                if kind == "nads"
+                and (o["metadata"].get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE
+                and o["metadata"]["labels"].get(NODE_UID_LABEL) == node_uid
+            ]
+
+        return self._call("list", "nads", "*", listing)
