@@ -11,8 +11,12 @@ Then, each in a child process so its peak RSS is its own:
   cluster-wide NAD list narrowed by the managed-by and node-UID labels and checked item by item
   as it streams in, each shadow correlated with its checkpoint record. A few claims are dropped
   from the checkpoint first, so the scan must report exactly their shadows as orphans.
-- repair pass: every checkpointed binding re-verified through ensure_shadow (GET by name plus
-  the full identity and frozen-content check), in claim order, as a periodic repair would.
+- repair pass: the driver's own pass (driver.repair.RepairWorker over the ManagedPreparer that
+  driver.agent.managed_service builds on the live API), over real ResourceClaims (allocated and
+  reserved for their Pods) and their Pods: each claim and Pod re-read and checked, each shadow
+  verified, the Pod's selections and status.devices kept. Once reading each shadow by name (the
+  old pass) and once with the pass's single listing of the node's shadows; every API request of
+  the pass is counted by verb and resource. A first, unmeasured pass converges the Pods.
 
 Also the checkpoint: load time of the whole file and the cost of one binding mutation (fsync'd
 atomic rewrite) with 128 bindings and at full scale. Cleanup releases every shadow through
@@ -42,14 +46,20 @@ from kubernetes import client
 from kubernetes import config as kube_config
 
 from bench.common import summary, test_bed
+from driver.agent import managed_service
 from driver.bindingrecord import PENDING, READY, BindingRecord
+from driver.cdi import CdiDir
 from driver.checkpoint import ClaimRecord, FileStorage, PreparedClaims, PreparedDevice, encode
 from driver.cli_common import read_checkpoint
 from driver.core.render import render_shadow_config
-from driver.discovery import DRIVER_NAME
-from driver.kube import KubeNads, KubeShadowLister
+from driver.discovery import DRIVER_NAME, VirtualFunction
+from driver.inventory import DeviceState
+from driver.kube import KubeClaims, KubeNads, KubePolicySource, KubeShadowLister
 from driver.orphans import scan
+from driver.prepare import Preparer
+from driver.repair import RepairWorker
 from driver.shadow import ensure_shadow, remove_protection, request_shadow_deletion
+from driver.vfdriver import SysfsVfDriver
 from sriov_contract.binding import SourceRef
 from sriov_contract.identity import BindingIdentity
 from sriov_contract.keys import (
@@ -83,17 +93,22 @@ def _source_nad(namespace: str) -> dict[str, Any]:
     }
 
 
-def claim_record(node: tuple[str, str], pod: tuple[str, str, str], index: int, vfs: int) -> ClaimRecord:
+def device_name(index: int, vf: int) -> str:
+    return f"vf-{index:04d}-{vf}"
+
+
+def claim_record(
+    node: tuple[str, str], pod: tuple[str, str, str], claim_uid: str, index: int, vfs: int
+) -> ClaimRecord:
     """A prepared claim as managed prepare checkpoints it (Pending, frozen config, no shadow UID)."""
     node_name, node_uid = node
     namespace, pod_name, pod_uid = pod
-    claim_uid = str(uuid.uuid4())
     source_nad = _source_nad(namespace)
     meta = source_nad["metadata"]
     source = SourceRef(namespace, "rail-a", meta["uid"], meta["resourceVersion"])
     devices = []
     for vf in range(vfs):
-        device = f"vf-{index:04d}-{vf}"
+        device = device_name(index, vf)
         pci = f"0000:{index % 256:02x}:{index // 256:02x}.{vf % 8}"
         binding = BindingRecord(
             phase=PENDING,
@@ -173,6 +188,7 @@ def create_pods(api: client.ApiClient, node_name: str, count: int, tag: str) -> 
             "spec": {
                 "nodeName": node_name,
                 "containers": [{"name": "c", "image": "registry.invalid/none:0"}],
+                "resourceClaims": [{"name": "vfs", "resourceClaimName": f"claim-{i:04d}"}],
             },
         }
         pod = core.create_namespaced_pod(ns, client.V1Pod.model_validate(body))
@@ -180,6 +196,44 @@ def create_pods(api: client.ApiClient, node_name: str, count: int, tag: str) -> 
         return ns, f"p{i:04d}", str(pod.metadata.uid)
 
     return parallel(make, range(count))
+
+
+CLAIMS = ("resource.k8s.io", "v1")
+
+
+def create_claims(
+    api: client.ApiClient, node_name: str, owners: Sequence[tuple[str, str, str]], vfs: int
+) -> list[str]:
+    """Each Pod's claim, allocated on this node and reserved for it as the scheduler leaves it;
+    returns the claim UIDs."""
+    objs = client.CustomObjectsApi(api)
+
+    def make(i: int) -> str:
+        ns, pod_name, pod_uid = owners[i]
+        request = {"name": "vf", "exactly": {"deviceClassName": "bench-scale-vf", "count": vfs}}
+        body = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": f"claim-{i:04d}"},
+            "spec": {"devices": {"requests": [request]}},
+        }
+        made: dict[str, Any] = objs.create_namespaced_custom_object(  # type: ignore[assignment]
+            *CLAIMS, ns, "resourceclaims", body
+        )
+        results = [
+            {"request": "vf", "driver": DRIVER_NAME, "pool": node_name, "device": device_name(i, vf)}
+            for vf in range(vfs)
+        ]
+        made["status"] = {
+            "allocation": {"devices": {"results": results}},
+            "reservedFor": [{"resource": "pods", "name": pod_name, "uid": pod_uid}],
+        }
+        objs.replace_namespaced_custom_object_status(
+            *CLAIMS, ns, "resourceclaims", made["metadata"]["name"], made
+        )
+        return str(made["metadata"]["uid"])
+
+    return parallel(make, range(len(owners)))
 
 
 def _with_uids(record: ClaimRecord, uids: Mapping[str, str]) -> ClaimRecord:
@@ -224,22 +278,91 @@ def orphan_scan(api: client.ApiClient, node_uid: str, read: CheckpointReader) ->
     }
 
 
-def repair_pass(api: client.ApiClient, node_uid: str, read: CheckpointReader) -> dict[str, Any]:
-    """The shadow half of a repair pass: every binding re-verified through ensure_shadow. The
-    driver's RepairWorker also re-reads each claim and Pod, which synthetic claims do not have."""
-    nads = KubeNads(api)
-    verified = 0
-    for record in read():
-        for binding in bindings_of(record, node_uid):
-            if ensure_shadow(nads, binding, _no_forget) != binding.shadow_uid:
-                raise RuntimeError(f"shadow {binding.shadow_name} changed UID during the repair pass")
-            verified += 1
-    return {"verified": verified}
+class RequestCounter:
+    """Every API request of the client, by verb and resource (a wrapper around call_api)."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.counts: dict[str, int] = {}
+        self._call = api.call_api
+        api.call_api = self  # type: ignore[method-assign]
+
+    def __call__(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        key = request_kind(method, url)
+        self.counts[key] = self.counts.get(key, 0) + 1
+        return self._call(method, url, *args, **kwargs)
+
+
+def request_kind(method: str, url: str) -> str:
+    """ "get pods", "list network-attachment-definitions", "patch resourceclaims/status"..."""
+    parts = url.split("?", maxsplit=1)[0].split("://", 1)[-1].split("/")[1:]
+    parts = parts[2:] if parts[:1] == ["api"] else parts[3:]
+    if parts[:1] == ["namespaces"] and len(parts) > 2:
+        parts = parts[2:]
+    named = len(parts) > 1
+    verb = {"GET": "get" if named else "list"}.get(method, method.lower())
+    return f"{verb} {parts[0]}{'/' + parts[2] if len(parts) > 2 else ''}"
+
+
+def _repair_pass(
+    listed: bool, api: client.ApiClient, node_uid: str, read: CheckpointReader
+) -> dict[str, Any]:
+    """The driver's repair pass (RepairWorker over managed_service's ManagedPreparer), timed after
+    one unmeasured pass; `listed` takes the pass's single shadow listing, else each shadow is read."""
+    records = read()
+    first = (records[0].devices[0].managed_binding or {}) if records else {}
+    node_name = str(first.get("nodeName", ""))
+    inventory = {
+        d.device: VirtualFunction(d.device, d.pci_address, "0000:00:00.0", "pf0", 0)
+        for r in records
+        for d in r.devices
+    }
+    state = DeviceState(inventory)
+    work = Path(tempfile.mkdtemp(prefix="bench-repair-"))
+    checkpoint = PreparedClaims(FileStorage(read.path), str(read.path))
+    host = Preparer(
+        node_name=node_name,
+        claims=KubeClaims(api),
+        inventory=lambda name: state.lookup(name)[0],
+        checkpoint=checkpoint,
+        cdi_specs=CdiDir(work),
+        vf_driver=SysfsVfDriver(work),
+    )
+    service = managed_service(
+        api,
+        node_name=node_name,
+        node_uid=node_uid,
+        host=host,
+        checkpoint=checkpoint,
+        state=state,
+        source=KubePolicySource(api, "default", node_name),
+    )
+    listing = service.list_shadows if listed else None
+    RepairWorker(service, checkpoint.snapshot_all, listing=listing).run_once()
+    counter = RequestCounter(api)
+    start, cpu = time.perf_counter(), time.process_time()
+    outcomes = RepairWorker(service, checkpoint.snapshot_all, listing=listing).run_once()
+    failed = sorted({why for why in outcomes.values() if why})
+    return {
+        "pass_seconds": time.perf_counter() - start,
+        "pass_cpu_seconds": time.process_time() - cpu,
+        "claims": len(outcomes),
+        "failed": failed,
+        "requests": dict(sorted(counter.counts.items())),
+    }
+
+
+def repair_pass_get(api: client.ApiClient, node_uid: str, read: CheckpointReader) -> dict[str, Any]:
+    return _repair_pass(False, api, node_uid, read)
+
+
+def repair_pass_list(api: client.ApiClient, node_uid: str, read: CheckpointReader) -> dict[str, Any]:
+    return _repair_pass(True, api, node_uid, read)
 
 
 CHILD_TASKS: dict[str, Callable[[client.ApiClient, str, CheckpointReader], dict[str, Any]]] = {
     "orphan-scan": orphan_scan,
-    "repair-pass": repair_pass,
+    "repair-pass-get": repair_pass_get,
+    "repair-pass-list": repair_pass_list,
 }
 
 
@@ -335,7 +458,12 @@ def measure(bed: TestBed, pods: int, vfs: int, work: Path) -> dict[str, Any]:
     start = time.perf_counter()
     owners = create_pods(api, bed.node_name, pods, tag)
     pods_seconds = time.perf_counter() - start
-    records = [claim_record((bed.node_name, node_uid), pod, i, vfs) for i, pod in enumerate(owners)]
+    start = time.perf_counter()
+    claim_uids = create_claims(api, bed.node_name, owners, vfs)
+    claims_seconds = time.perf_counter() - start
+    records = [
+        claim_record((bed.node_name, node_uid), pod, claim_uids[i], i, vfs) for i, pod in enumerate(owners)
+    ]
     nads = KubeNads(api)
 
     def create(record: ClaimRecord) -> ClaimRecord:
@@ -351,6 +479,7 @@ def measure(bed: TestBed, pods: int, vfs: int, work: Path) -> dict[str, Any]:
         "vfs_per_pod": vfs,
         "shadows": shadows,
         "pod_create_seconds": pods_seconds,
+        "claim_create_seconds": claims_seconds,
         "shadow_create_seconds": create_seconds,
         "shadow_creates_per_second": shadows / create_seconds,
         "checkpoint_128": mutation_cost(records[: max(1, 128 // vfs)], work, 200),
@@ -365,7 +494,8 @@ def measure(bed: TestBed, pods: int, vfs: int, work: Path) -> dict[str, Any]:
         raise SystemExit(f"orphan scan miscounted: {scanned}; expected {DROPPED_CLAIMS * vfs} orphans")
     scanned["hottest"] = run_child("orphan-scan", kubeconfig, checkpoint, node_uid, profile=True)["hottest"]
     result["orphan_scan"] = scanned
-    result["repair_pass"] = run_child("repair-pass", kubeconfig, checkpoint, node_uid)
+    result["repair_pass"] = run_child("repair-pass-get", kubeconfig, checkpoint, node_uid)
+    result["repair_pass_listed"] = run_child("repair-pass-list", kubeconfig, checkpoint, node_uid)
 
     def release(record: ClaimRecord) -> None:
         for b in bindings_of(record, node_uid):
@@ -389,13 +519,20 @@ def report(r: Mapping[str, Any]) -> None:
     )
     for key, what in (
         ("orphan_scan", "orphan scan (list + correlate)"),
-        ("repair_pass", "repair pass (GET + verify each)"),
+        ("repair_pass", "repair pass (GET each shadow)"),
+        ("repair_pass_listed", "repair pass (one shadow listing)"),
     ):
         s = r[key]
         print(
             f"  {what:40s} {s['seconds']:7.2f} s ({s['cpu_seconds']:.2f} s our CPU), peak RSS "
             f"{s['peak_rss_mib']:.0f} MiB ({s['rss_before_task_mib']:.0f} with the checkpoint decoded, "
             f"which took {s['checkpoint_load_seconds'] * 1000:.0f} ms)"
+        )
+    for key in ("repair_pass", "repair_pass_listed"):
+        s = r[key]
+        print(
+            f"  {key}: {s['claims']} claims, failed {s['failed']}; the pass alone {s['pass_seconds']:.2f} s "
+            f"({s['pass_cpu_seconds']:.2f} s our CPU); requests {s['requests']}"
         )
     for line in r["orphan_scan"].get("hottest", []):
         print(f"    hottest (cProfile, own time): {line}")
