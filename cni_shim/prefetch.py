@@ -5,11 +5,13 @@ NADs that Pod selects. The daemon guesses those NADs from its informer copy of t
 starts their GETs beside the Pod GET; once the live Pod is parsed, `nad_reads` decides which
 guesses are used and what is still to read.
 
-Why this is as live as reading after the Pod: every prefetch is issued after the ADD began, so
-each answer used is an API-server read no older than today's. Why the informer copy never
-decides anything: the set of NADs used is the live Pod's selections, looked up in the
-prefetched answers only by key; a guess the live Pod does not name is dropped unread (its
-failure too), and a NAD the guess missed is read then, as without a prefetch.
+Why every answer used is as live as before: the request's own view starts the prefetch at its
+first Pod read, so each prefetched answer is a GET the API server answered after this ADD began,
+just like a GET made after the live Pod arrived. Why the informer copy never decides anything:
+the NADs used are the live Pod's selections, looked up among the prefetched answers only by key;
+the answer to a guess the live Pod does not name is dropped unused (a failed one too, so it
+fails nothing), and a NAD the guess missed is read then, as without a prefetch. A stale copy
+therefore costs at most its wasted GETs.
 """
 
 from __future__ import annotations

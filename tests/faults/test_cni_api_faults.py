@@ -354,14 +354,27 @@ def _inject(node: Node, sb: Sandbox, row: str, fault: Fault, times: int | None) 
         add(fault, verb="get", resource="pods", namespace=ns, name=sb.pod, after=1, times=times)
 
 
-def _assert_calls(phase: Phase, calls: list[str]) -> None:
+def _nad_calls(calls: list[str] | tuple[str, ...]) -> list[str]:
+    return [c for c in calls if c.startswith("get nad")]
+
+
+def _assert_calls(phase: Phase, calls: list[str], *, nads_overlap: bool) -> None:
+    """With ``nads_overlap`` (the thick daemon's live ADD, cni_shim.prefetch) the NAD GETs run beside
+    the first Pod GET: only the order among the NAD calls and among the other calls is fixed, and
+    an ADD whose Pod read failed may have made the one NAD GET its informer copy named."""
+    if nads_overlap:
+        nads, expected_nads = _nad_calls(calls), _nad_calls(phase.calls)
+        allowed = ([], [GET_NAD]) if not expected_nads else (expected_nads,)
+        assert nads in allowed, f"NAD calls {nads} in {calls}, expected one of {allowed}"
+        calls = [c for c in calls if c not in nads]
     if phase.calls == (_POD_RETRIES,):
         limit = int(core.POD_RETRY_BUDGET / core.POD_RETRY_INTERVAL) + 1
         assert set(calls) == {"get pod 500!"} and 3 <= len(calls) <= limit, (
             f"retries within the budget: {calls}"
         )
         return
-    assert calls == list(phase.calls), f"calls {calls}, expected {list(phase.calls)}"
+    expected = [c for c in phase.calls if not (nads_overlap and c.startswith("get nad"))]
+    assert calls == expected, f"calls {calls}, expected {expected}"
 
 
 def _run_phase(node: Node, row: str, column: str, phase: Phase) -> None:
@@ -374,7 +387,7 @@ def _run_phase(node: Node, row: str, column: str, phase: Phase) -> None:
     calls = node.calls()
     node.proxy.clear()  # the fault is gone: the runtime's DEL and retry meet a healthy apiserver
     assert took < ADD_BUDGET_S, f"ADD took {took:.1f}s"
-    _assert_calls(phase, calls)
+    _assert_calls(phase, calls, nads_overlap=node.mode == "thick")
     if phase.outcome in ("read fails", "status fails"):
         assert add.returncode == 1, f"ADD succeeded: {add.stdout}"
         err = json.loads(add.stdout)
