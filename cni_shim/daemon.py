@@ -105,10 +105,11 @@ class DaemonViews:
         self._metrics = metrics
         self._readers = readers
 
-    def live(self) -> KubeApi | None:
+    def live(self, *, prefetch: bool = True) -> KubeApi | None:
         if self._api is None:
             return None
-        return LiveView(self._api, self._metrics, self._readers, self._pods.store if self._pods else None)
+        guesses = self._pods.store if self._pods and prefetch else None
+        return LiveView(self._api, self._metrics, self._readers, guesses)
 
     def cached(self) -> KubeApi | None:
         if self._api is None or self._pods is None or self._nads is None:

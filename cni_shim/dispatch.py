@@ -84,7 +84,9 @@ class KeyedLocks:
 class Views(Protocol):
     """Builds the request's API view; None when the daemon runs without Kubernetes."""
 
-    def live(self) -> KubeApi | None: ...
+    def live(self, *, prefetch: bool = True) -> KubeApi | None:
+        """`prefetch`: the view may start the NAD reads the Pod's informer copy names (an ADD's
+        reads); a lookup that reads only the Pod turns it off, so no NAD is read for nothing."""
 
     def cached(self) -> KubeApi | None: ...
 
@@ -180,7 +182,7 @@ class Dispatcher:
             args = cniargs.parse(env.get("CNI_ARGS", ""))
         except CniError:
             return  # the core names the bad CNI_ARGS
-        kube = self._views.live() if live else self._views.cached()
+        kube = self._views.live(prefetch=False) if live else self._views.cached()
         if kube is None or not args.known:
             return
         try:

@@ -20,8 +20,8 @@ class FakeViews:
         self.kube = kube
         self.asked: list[str] = []
 
-    def live(self):
-        self.asked.append("live")
+    def live(self, *, prefetch=True):
+        self.asked.append("live" if prefetch else "live, Pod only")
         return self.kube
 
     def cached(self):
@@ -127,7 +127,7 @@ def test_add_without_a_uid_recovers_it_through_its_own_view(rig, shim):
     dispatcher, views, _, logged = rig
     args = "IgnoreUnknown=1;K8S_POD_NAMESPACE=ns1;K8S_POD_NAME=pod1"
     assert dispatcher.serve(body(env_for("ADD", args=args), shim.conf())).status == 200
-    assert views.asked == ["live", "live"]  # the recovery's own view, then the core's
+    assert views.asked == ["live, Pod only", "live"]  # the recovery reads only the Pod, then the core's view
     assert logged[-1][2]["uid"] == "uid-1"
 
 
