@@ -47,12 +47,7 @@ class KubeClaims:
         """A JSON Patch of the status subresource. Not an update: the client cannot reproduce the
         stored bytes of the allocation's opaque parameters, which the server compares as immutable."""
         path = f"/apis/resource.k8s.io/v1/namespaces/{quote(namespace)}/resourceclaims/{quote(name)}/status"
-        what = f"ResourceClaim {namespace}/{name} status"
-        return _required(
-            _request(self._api, "PATCH", path, what, body=ops, content_type="application/json-patch+json"),
-            "PATCH",
-            what,
-        )
+        return _json_patch(self._api, path, f"ResourceClaim {namespace}/{name} status", ops)
 
     def get_claim(self, namespace: str, name: str) -> Mapping[str, Any]:
         try:
@@ -134,6 +129,12 @@ def _required(obj: dict[str, Any] | None, verb: str, what: str) -> dict[str, Any
     if obj is None:
         raise api_error(NOT_FOUND, verb, what)
     return obj
+
+
+def _json_patch(api: client.ApiClient, path: str, what: str, ops: list[dict[str, Any]]) -> dict[str, Any]:
+    """An RFC 6902 patch; its `test` ops make it fail (422) instead of writing over a change."""
+    sent = _request(api, "PATCH", path, what, body=ops, content_type="application/json-patch+json")
+    return _required(sent, "PATCH", what)
 
 
 _BLANK: Final = re.compile(r"[ \t\n\r]*")
@@ -274,12 +275,7 @@ class KubePods:
 
     def patch_pod(self, namespace: str, name: str, ops: list[dict[str, Any]]) -> dict[str, Any]:
         path = f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}"
-        what = f"Pod {namespace}/{name}"
-        return _required(
-            _request(self._api, "PATCH", path, what, body=ops, content_type="application/json-patch+json"),
-            "PATCH",
-            what,
-        )
+        return _json_patch(self._api, path, f"Pod {namespace}/{name}", ops)
 
 
 class KubeNads:
@@ -311,18 +307,8 @@ class KubeNads:
         _request(self._api, "DELETE", self._path(namespace, name), what, body=body)
 
     def patch_nad(self, namespace: str, name: str, ops: list[dict[str, Any]]) -> dict[str, Any]:
-        what = f"NetworkAttachmentDefinition {namespace}/{name}"
-        return _required(
-            _request(
-                self._api,
-                "PATCH",
-                self._path(namespace, name),
-                what,
-                body=ops,
-                content_type="application/json-patch+json",
-            ),
-            "PATCH",
-            what,
+        return _json_patch(
+            self._api, self._path(namespace, name), f"NetworkAttachmentDefinition {namespace}/{name}", ops
         )
 
 
