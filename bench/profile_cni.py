@@ -49,8 +49,10 @@ class _LiveOnly:
     def __init__(self, api: ApiServer, metrics: Metrics, readers: Executor) -> None:
         self._api, self._metrics, self._readers = api, metrics, readers
 
-    def live(self) -> KubeApi | None:
-        return LiveView(self._api, self._metrics, self._readers)
+    def live(self, *, prefetch: bool = True) -> KubeApi | None:
+        return LiveView(
+            self._api, self._metrics, self._readers
+        )  # no informers here, nothing to prefetch from
 
     def cached(self) -> KubeApi | None:
         return None  # live reads on: ADD never uses the caches, DEL never reads the API
