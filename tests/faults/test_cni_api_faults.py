@@ -61,8 +61,10 @@ NAD_NAME = "side"
 POD_NET, SIDE_NET = "podnet", "sidenet"
 # Longer than any client timeout; the proxy frees a held request when it closes.
 HOLD_S = 60.0
-# The slowest faulty ADD: the Pod GET's whole retry budget, or one call held to its timeout.
-ADD_BUDGET_S = max(core.POD_RETRY_BUDGET, kubeclient.REQUEST_TIMEOUT) + 3.0
+# The slowest faulty ADD is the Pod GET's whole retry budget, or one call held to its timeout. A
+# resent held call would take at least two timeouts, so that is the bound: it leaves a loaded CI
+# machine several seconds of slack and still catches the resend.
+ADD_BUDGET_S = max(core.POD_RETRY_BUDGET, 2 * kubeclient.REQUEST_TIMEOUT)
 PLACEHOLDER_IPS = [{"address": "0.0.0.0/0", "gateway": "0.0.0.0"}]
 
 # The shim's calls, as ``_call`` writes them: "<verb> <kind> <status>", then "!" when the proxy
