@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kubernetes import client, dynamic
+from kubernetes.client.exceptions import ApiException
 
 from tests.bed.waiting import wait_for
 
@@ -99,14 +100,47 @@ def _in_ns(obj: dict[str, Any], namespace: str | None) -> dict[str, Any]:
     return obj
 
 
-def apply_objects(api: client.ApiClient, objects: Iterable[Mapping[str, Any]]) -> list[Any]:
-    """Server-side apply each object (create or update, conflicts forced to our field manager)."""
+def _dynamic(api: client.ApiClient) -> dynamic.DynamicClient:
     dyn = _dynamic_clients.get(api)
     if dyn is None:
         dyn = _dynamic_clients[api] = dynamic.DynamicClient(api)
+    return dyn
+
+
+def _resource(dyn: dynamic.DynamicClient, obj: Mapping[str, Any]) -> Any:
+    return dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+
+
+def object_exists(api: client.ApiClient, obj: Mapping[str, Any]) -> bool:
+    """Whether the object a manifest names (kind, name, namespace) exists on the server."""
+    dyn, meta = _dynamic(api), obj["metadata"]
+    try:
+        _resource(dyn, obj).get(name=meta["name"], namespace=meta.get("namespace"))
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
+def delete_objects(api: client.ApiClient, objects: Iterable[Mapping[str, Any]]) -> None:
+    """Delete each object a manifest names; one already gone is fine."""
+    dyn = _dynamic(api)
+    for obj in objects:
+        meta = obj["metadata"]
+        try:
+            _resource(dyn, obj).delete(name=meta["name"], namespace=meta.get("namespace"))
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+
+def apply_objects(api: client.ApiClient, objects: Iterable[Mapping[str, Any]]) -> list[Any]:
+    """Server-side apply each object (create or update, conflicts forced to our field manager)."""
+    dyn = _dynamic(api)
     applied = []
     for obj in objects:
-        resource = dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+        resource = _resource(dyn, obj)
         meta = obj["metadata"]
         applied.append(
             dyn.server_side_apply(

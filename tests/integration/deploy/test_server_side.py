@@ -17,6 +17,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from tests.bed import access
 from tests.support.deploy import (
     CNI_NAMESPACE,
     CNI_NEEDS,
@@ -152,27 +153,8 @@ def bound_accounts(deploy_cluster: DeployCluster) -> Iterator[client.Authorizati
     """deploy/'s ServiceAccounts and RBAC, applied for real; afterwards the ones this module
     created are deleted. Other suites on the session's bed (the e2e stack, the shipped-RBAC
     driver identity) apply the same objects and keep relying on them, so those stay."""
-    rbac = client.RbacAuthorizationV1Api(deploy_cluster.api)
-    core = client.CoreV1Api(deploy_cluster.api)
-    readers = {
-        "ServiceAccount": lambda m: core.read_namespaced_service_account(m["name"], m["namespace"]),
-        "ClusterRole": lambda m: rbac.read_cluster_role(m["name"]),
-        "ClusterRoleBinding": lambda m: rbac.read_cluster_role_binding(m["name"]),
-        "Role": lambda m: rbac.read_namespaced_role(m["name"], m["namespace"]),
-        "RoleBinding": lambda m: rbac.read_namespaced_role_binding(m["name"], m["namespace"]),
-    }
-
-    def present(obj: dict[str, Any]) -> bool:
-        try:
-            readers[obj["kind"]](obj["metadata"])
-        except ApiException as exc:
-            if exc.status == 404:
-                return False
-            raise
-        return True
-
     objects = [o for o in deploy_objects() if o["kind"] in RBAC_KINDS]
-    created = [o for o in objects if not present(o)]
+    created = [o for o in objects if not access.object_exists(deploy_cluster.api, o)]
     deploy_cluster.bed.apply(objects)
     auth = client.AuthorizationV1Api(deploy_cluster.api)
     # The authorizer's RBAC cache catches up asynchronously: wait until each binding (cluster-wide
@@ -181,19 +163,7 @@ def bound_accounts(deploy_cluster: DeployCluster) -> Iterator[client.Authorizati
         for scope in {p.namespace for p in needs}:
             wait_allowed(auth, namespace, name, min(p for p in needs if p.namespace == scope))
     yield auth
-    deleters = {
-        "ServiceAccount": lambda m: core.delete_namespaced_service_account(m["name"], m["namespace"]),
-        "ClusterRole": lambda m: rbac.delete_cluster_role(m["name"]),
-        "ClusterRoleBinding": lambda m: rbac.delete_cluster_role_binding(m["name"]),
-        "Role": lambda m: rbac.delete_namespaced_role(m["name"], m["namespace"]),
-        "RoleBinding": lambda m: rbac.delete_namespaced_role_binding(m["name"], m["namespace"]),
-    }
-    for obj in created:
-        try:
-            deleters[obj["kind"]](obj["metadata"])
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+    access.delete_objects(deploy_cluster.api, created)
 
 
 def allowed(auth: client.AuthorizationV1Api, namespace: str, account: str, perm: Permission) -> bool:
