@@ -35,7 +35,7 @@ lint: venv gen
 	@$(VENV)/bin/ruff format --check . >/dev/null || { echo "ruff format would change files: run 'ruff format .'"; exit 1; }
 
 typecheck: venv gen
-	@$(VENV)/bin/mypy cni_shim driver sriov_contract plugins tests bench $(wildcard scripts/*.py)
+	@$(VENV)/bin/mypy cni_shim sriov_dra sriov_contract plugins tests bench $(wildcard scripts/*.py)
 
 contract-go:
 	@if [ -d tests/go/contract ]; then cd tests/go/contract && GOTOOLCHAIN=local go test ./...; fi
@@ -43,7 +43,7 @@ contract-go:
 ## The pure core (driver/core and the networks-annotation parser) is held to 100% branch coverage.
 core-coverage: venv gen
 	@$(PY) -m pytest -q -p no:cacheprovider tests/unit/driver_core tests/unit/networks \
-	  --cov=driver.core --cov=sriov_contract.networks --cov-branch \
+	  --cov=sriov_dra.core --cov=sriov_contract.networks --cov-branch \
 	  --cov-report=term-missing:skip-covered --cov-fail-under=100
 
 ## pytest exits 5 when it collected nothing: that is a failure here, never a pass.

@@ -26,7 +26,7 @@ from typing import Any
 from kubernetes import client
 
 from bench.common import rss_kib, standalone
-from cni_shim import thick_client
+from cni_shim.thick import forward
 from tests.bed.bed import TestBed
 from tests.bed.tools import ToolSet
 from tests.support.cni import make_cni_bin_dir
@@ -70,7 +70,7 @@ def _request(daemon: DaemonProc, command: str, ns: str, pod: tuple[str, str], co
         "CNI_PATH": str(daemon.config["binDir"]),
     }
     body = json.dumps({"env": env, "config": base64.b64encode(conf).decode()}).encode()
-    status, payload = thick_client.exchange(daemon.socket_path, "POST", "/cni", body, 60.0)
+    status, payload = forward.exchange(daemon.socket_path, "POST", "/cni", body, 60.0)
     if status != 200:
         raise SystemExit(f"cni-shim-daemon answered {command} with {status}: {payload[:500]!r}")
 

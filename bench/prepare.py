@@ -2,7 +2,7 @@
 
     python -m bench.prepare [--sizes 1,8,32] [--repeats 5]
 
-The real driver (driver.main.run, managed mode, repair worker and all) runs in this process on a
+The real driver (sriov_dra.app.wiring.run, managed mode, repair worker and all) runs in this process on a
 fake 40-VF node (fixtures/topologies/bench-40vf.yaml) against the test bed; a claim of N VFs is
 allocated by the real scheduler through a DeviceClass whose VfConfig names the source NAD, and a
 fake kubelet calls the driver over its real unix socket. Phase times come from timing wrappers
@@ -30,11 +30,14 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-import driver.managed
+import sriov_dra.prepare.managed
 from bench.common import standalone, summary
-from driver import cdi, checkpoint, kube, main, vfdriver
-from driver.config import MULTUS, Config
-from driver.discovery import DRIVER_NAME
+from sriov_dra.app import wiring
+from sriov_dra.app.config import MULTUS, Config
+from sriov_dra.kube import resources as kube
+from sriov_dra.model import DRIVER_NAME
+from sriov_dra.state import cdi, checkpoint
+from sriov_dra.sysfs import vfdriver
 from tests.bed.apiobjects import items_of
 from tests.bed.bed import TestBed
 from tests.bed.claims import allocated_claim, claim_ref, custom_objects
@@ -54,7 +57,7 @@ TIMED: Sequence[tuple[Any, str, str]] = (
     (kube.KubeNads, "get_nad", "API reads"),
     (kube.KubePolicySource, "node", "API reads"),
     (kube.KubeEvents, "create_event", "events"),
-    (driver.managed, "render_shadow_config", "render"),
+    (sriov_dra.prepare.managed, "render_shadow_config", "render"),
     (vfdriver.SysfsVfDriver, "bind", "VF driver"),
     (vfdriver.SysfsVfDriver, "restore", "VF driver"),
     (vfdriver.SysfsVfDriver, "verify_kernel_netdev", "VF driver"),
@@ -111,7 +114,7 @@ class PhaseClock:
 def instrumented() -> Iterator[PhaseClock]:
     clock = PhaseClock()
     originals = [(owner, attr, getattr(owner, attr)) for owner, attr, _ in TIMED]
-    scoped = [(driver.managed.ManagedPreparer, name) for name in ("prepare", "unprepare")]
+    scoped = [(sriov_dra.prepare.managed.ManagedPreparer, name) for name in ("prepare", "unprepare")]
     originals += [(owner, attr, getattr(owner, attr)) for owner, attr in scoped]
     try:
         for owner, attr, phase in TIMED:
@@ -230,7 +233,7 @@ def measure(bed: TestBed, work: Path, sizes: Sequence[int], repeats: int) -> dic
         )
         results: dict[str, Any] = {}
         with instrumented() as clock:
-            agent = threading.Thread(target=main.run, args=(cfg, stop), name="driver", daemon=True)
+            agent = threading.Thread(target=wiring.run, args=(cfg, stop), name="driver", daemon=True)
             agent.start()
             kubelet = FakeKubelet(wait_for_socket(dirs["registry"], "-reg.sock", 60))
             kubelet.register()

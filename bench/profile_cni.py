@@ -29,15 +29,15 @@ from kubernetes import client
 
 from bench import thick_compare
 from bench.common import network_namespace, standalone
-from cni_shim import system
-from cni_shim.apiserver import ApiServer
+from cni_shim import wiring
 from cni_shim.daemon import NAD_READERS
-from cni_shim.dispatch import Dispatcher
-from cni_shim.execution import ProcessExecutor
-from cni_shim.interfaces import KubeApi
-from cni_shim.kubeviews import LiveView
-from cni_shim.metrics import Metrics
-from cni_shim.versioncache import VersionCache
+from cni_shim.kube.daemon_client import ApiServer
+from cni_shim.kube.views import LiveView
+from cni_shim.ports import KubeApi
+from cni_shim.system.execution import ProcessExecutor
+from cni_shim.system.versioncache import VersionCache
+from cni_shim.thick.dispatch import Dispatcher
+from cni_shim.thick.metrics import Metrics
 from tests.bed.bed import TestBed
 from tests.bed.tools import ToolSet
 from tests.support.cni import make_cni_bin_dir
@@ -92,7 +92,7 @@ def measure(bed: TestBed, tools: ToolSet, work: Path, cycles: int) -> dict[str, 
         _LiveOnly(ApiServer.connect(str(bed.kubeconfig_for("admin"))), metrics, readers),
         metrics,
         lambda *_a, **_k: None,
-        base_services=lambda env: replace(system.services(env), executor=executor),
+        base_services=lambda env: replace(wiring.services(env), executor=executor),
     )
     conf = base64.b64encode(
         json.dumps({"cniVersion": "1.0.0", "name": "multus-cni-network", "type": "cni-shim"}).encode()

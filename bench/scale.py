@@ -4,15 +4,15 @@
 
 Creates real Pods (so the garbage collector sees live owners) and, for each, one synthetic
 prepared claim of --vfs VFs whose shadows are created through the driver's own code path
-(driver.shadow.ensure_shadow over driver.kube.KubeNads, concurrently like batched prepares).
+(sriov_dra.prepare.shadows.ensure_shadow over sriov_dra.kube.resources.KubeNads, concurrently like batched prepares).
 Then, each in a child process so its peak RSS is its own:
 
 - orphan scan (spec 8.5), as `sriov-dra orphans` runs it: the checkpoint decoded, one
   cluster-wide NAD list narrowed by the managed-by and node-UID labels and checked item by item
   as it streams in, each shadow correlated with its checkpoint record. A few claims are dropped
   from the checkpoint first, so the scan must report exactly their shadows as orphans.
-- repair pass: the driver's own pass (driver.repair.RepairWorker over the ManagedPreparer that
-  driver.agent.managed_service builds on the live API), over real ResourceClaims (allocated and
+- repair pass: the driver's own pass (sriov_dra.recovery.repair.RepairWorker over the ManagedPreparer that
+  sriov_dra.app.wiring.managed_service builds on the live API), over real ResourceClaims (allocated and
   reserved for their Pods) and their Pods: each claim and Pod re-read and checked, each shadow
   verified, the Pod's selections and status.devices kept. Once reading each shadow by name (the
   old pass) and once with the pass's single listing of the node's shadows; every API request of
@@ -46,25 +46,26 @@ from kubernetes import client
 from kubernetes import config as kube_config
 
 from bench.common import summary, test_bed
-from driver.agent import managed_service
-from driver.bindingrecord import PENDING, READY, BindingRecord
-from driver.cdi import CdiDir
-from driver.checkpoint import ClaimRecord, FileStorage, PreparedClaims, PreparedDevice, encode
-from driver.cli_common import read_checkpoint
-from driver.core.render import render_shadow_config
-from driver.discovery import DRIVER_NAME, VirtualFunction
-from driver.inventory import DeviceState
-from driver.kube import KubeClaims, KubeNads, KubePolicySource, KubeShadowLister
-from driver.orphans import scan
-from driver.prepare import Preparer
-from driver.repair import RepairWorker
-from driver.shadow import ensure_shadow, remove_protection, request_shadow_deletion
-from driver.vfdriver import SysfsVfDriver
 from sriov_contract.binding import SourceRef
 from sriov_contract.identity import BindingIdentity
 from sriov_contract.keys import (
     PROTOCOL_VERSION,
 )
+from sriov_dra.advertise.inventory import DeviceState
+from sriov_dra.app.wiring import managed_service
+from sriov_dra.cli.common import read_checkpoint
+from sriov_dra.core.bindingrecord import PENDING, READY, BindingRecord
+from sriov_dra.core.claimrecord import ClaimRecord, PreparedDevice, encode
+from sriov_dra.core.render import render_shadow_config
+from sriov_dra.kube.resources import KubeClaims, KubeNads, KubePolicySource, KubeShadowLister
+from sriov_dra.model import DRIVER_NAME, VirtualFunction
+from sriov_dra.prepare.host import HostPreparer
+from sriov_dra.prepare.shadows import ensure_shadow, remove_protection, request_shadow_deletion
+from sriov_dra.recovery.orphans import scan
+from sriov_dra.recovery.repair import RepairWorker
+from sriov_dra.state.cdi import CdiDir
+from sriov_dra.state.checkpoint import FileStorage, PreparedClaims
+from sriov_dra.sysfs.vfdriver import SysfsVfDriver
 from tests.bed.bed import TestBed
 from tests.bed.tools import ToolSet
 
@@ -266,7 +267,7 @@ class CheckpointReader:
 
 
 def orphan_scan(api: client.ApiClient, node_uid: str, read: CheckpointReader) -> dict[str, Any]:
-    """The driver's own scan (driver.orphans) as `sriov-dra orphans` runs it: the same lister,
+    """The driver's own scan (sriov_dra.recovery.orphans) as `sriov-dra orphans` runs it: the same lister,
     the checkpoint read once the listing has started."""
     reports = scan(KubeShadowLister(api), read, node_uid)
     orphans = sum(1 for r in reports if r.orphan)
@@ -274,7 +275,7 @@ def orphan_scan(api: client.ApiClient, node_uid: str, read: CheckpointReader) ->
         "listed": len(reports),
         "owned": len(reports) - orphans,
         "orphans": orphans,
-        "code": "driver.orphans.scan",
+        "code": "sriov_dra.recovery.orphans.scan",
     }
 
 
@@ -319,7 +320,7 @@ def _repair_pass(
     state = DeviceState(inventory)
     work = Path(tempfile.mkdtemp(prefix="bench-repair-"))
     checkpoint = PreparedClaims(FileStorage(read.path), str(read.path))
-    host = Preparer(
+    host = HostPreparer(
         node_name=node_name,
         claims=KubeClaims(api),
         inventory=lambda name: state.lookup(name)[0],

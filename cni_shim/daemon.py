@@ -17,17 +17,17 @@ from typing import Any, TextIO
 
 import click
 
-from cni_shim import system
-from cni_shim.apiserver import ApiServer
-from cni_shim.chroot import ChrootExecutor
-from cni_shim.dispatch import Dispatcher
-from cni_shim.execution import ProcessExecutor
-from cni_shim.informers import Informer, nad_informer, pod_informer
-from cni_shim.interfaces import KubeApi
-from cni_shim.kubeviews import CachedView, LiveView
-from cni_shim.metrics import Metrics
-from cni_shim.server import Hooks, State, listen
-from cni_shim.versioncache import VersionCache
+from cni_shim import wiring
+from cni_shim.kube.daemon_client import ApiServer
+from cni_shim.kube.informers import Informer, nad_informer, pod_informer
+from cni_shim.kube.views import CachedView, LiveView
+from cni_shim.ports import KubeApi
+from cni_shim.system.chroot import ChrootExecutor
+from cni_shim.system.execution import ProcessExecutor
+from cni_shim.system.versioncache import VersionCache
+from cni_shim.thick.dispatch import Dispatcher
+from cni_shim.thick.metrics import Metrics
+from cni_shim.thick.server import Hooks, State, listen
 from sriov_contract.errors import ReasonedError
 
 DEFAULT_SOCKET_DIR = "/run/cni-shim/"
@@ -139,7 +139,7 @@ def run(conf: DaemonConfig, env: dict[str, str], *, test_hooks: bool, log: JsonL
     executor = VersionCache(
         ChrootExecutor(conf.chroot_dir) if rooted else ProcessExecutor(), conf.chroot_dir if rooted else ""
     )
-    base = lambda env: replace(system.services(env), executor=executor)  # noqa: E731
+    base = lambda env: replace(wiring.services(env), executor=executor)  # noqa: E731
     readers = ThreadPoolExecutor(NAD_READERS, thread_name_prefix="nad-read") if api is not None else None
     views = DaemonViews(api, pods, nads, metrics, readers)
     dispatcher = Dispatcher(conf.raw, views, metrics, log, base_services=base)

@@ -1,7 +1,7 @@
 """The `cni-shim` CNI executable: environment and stdin in, result or error JSON out.
 
 Thin mode runs the core in this process; a config with `daemonSocketDir` forwards the request
-to cni-shim-daemon (thick mode, cni_shim.thick_client).
+to cni-shim-daemon (thick mode, cni_shim.thick.forward).
 
 Works under any file name, so it can replace a `multus` binary in place. Only the standard
 library and this package are imported, and only what the verb needs: VERSION and the about
@@ -19,17 +19,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from cni_shim.core import Services
-
-
-def _cni_version(stdin: bytes) -> str:
-    import json  # noqa: PLC0415 - only failures need it
-
-    try:
-        value = json.loads(stdin).get("cniVersion", "")
-    except (ValueError, AttributeError, RecursionError):
-        return ""
-    return value if isinstance(value, str) else ""
+    from cni_shim.handler import Services
 
 
 def _failing(exc: OSError) -> Callable[[], bytes]:
@@ -48,7 +38,7 @@ def run(
 
     `services` replaces the real adapters (tests, thick mode); by default they are built lazily.
     """
-    from cni_shim import versions  # noqa: PLC0415
+    from cni_shim.core import versions  # noqa: PLC0415
 
     command = env.get("CNI_COMMAND", "")
     if not command:
@@ -58,42 +48,26 @@ def run(
     if services is None:
         # The config decides thick mode, so it is read first. A forwarded request is checked by
         # the daemon exactly as here, and this process stays at the few imports forwarding needs.
-        from cni_shim import thick_client  # noqa: PLC0415
+        from cni_shim.thick import forward  # noqa: PLC0415
 
         try:
             early = read_stdin()
         except OSError as exc:
             read_stdin = _failing(exc)
         else:
-            daemon = thick_client.target(early)
+            daemon = forward.target(early)
             if daemon is not None:
-                return thick_client.run(env, early, daemon)
+                return forward.run(env, early, daemon)
             read_stdin = lambda: early  # noqa: E731
-    from cni_shim import protocol  # noqa: PLC0415
-    from cni_shim.errors import IO_FAILURE, CniError  # noqa: PLC0415
+    from cni_shim import handler  # noqa: PLC0415
 
-    req = protocol.Request.from_env(env, b"")
-    stdin = b""
-    try:
-        protocol.check_environment(req)
-        try:
-            stdin = read_stdin()
-        except OSError as exc:
-            raise CniError("StdinUnreadable", f"error reading from stdin: {exc}", IO_FAILURE) from exc
-        req = protocol.Request.from_env(env, stdin)
-        from cni_shim import core  # noqa: PLC0415
+    return handler.invoke(env, read_stdin, services or _real_services)
 
-        if services is None:
-            from cni_shim import system  # noqa: PLC0415
 
-            services = system.services
-        result = core.handle(req, services(env))
-    except CniError as err:
-        return 1, protocol.render_error(err, _cni_version(stdin)), ""
-    except Exception as exc:  # the runtime must get CNI error JSON, never a traceback
-        internal = CniError("InternalError", f"cni-shim failed unexpectedly: {type(exc).__name__}: {exc}")
-        return 1, protocol.render_error(internal, _cni_version(stdin)), ""
-    return 0, protocol.render_result(result) if result is not None else "", ""
+def _real_services(env: dict[str, str]) -> Services:
+    from cni_shim import wiring  # noqa: PLC0415 - adapters only once the request is valid
+
+    return wiring.services(env)
 
 
 def main() -> None:

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from driver.crashpoints import CRASH_ENV
 from sriov_contract.keys import PROTECTION_FINALIZER
+from sriov_dra.prepare.crashpoints import CRASH_ENV
 from tests.bed import faultproxy
 from tests.bed.claims import allocated_claim
 from tests.bed.managed_driver import NADS, pod_networks, release_workloads, shadows
@@ -45,7 +45,7 @@ CDI_DIR = "cdi"
 # directory read-only.
 ARM_DELAY_S = 1.5
 # How long the proxy holds a "timeout" request unanswered: past the driver's own request timeout
-# (driver.kube.REQUEST_TIMEOUT_S) and past kubelet's 45 s call deadline, so a driver that waited
+# (sriov_dra.kube.resources.REQUEST_TIMEOUT_S) and past kubelet's 45 s call deadline, so a driver that waited
 # for the answer would leave kubelet with nothing but a deadline error.
 TIMEOUT_HOLD_S = 60.0
 # Long enough to SIGKILL the driver while its request is held.

@@ -9,7 +9,7 @@ container ID and network namespace; after the faulty ADD it asserts what the run
 error JSON with a stable reason and code, or a result), every call the proxy saw, what is
 attached, reserved and cached, and that the runtime's DEL and a retry without the fault converge.
 
-What a cell expects follows cni_shim/core.py and Multus (reference multus.md sections 5 and 8):
+What a cell expects follows cni_shim/handler.py and Multus (reference multus.md sections 5 and 8):
 a failed read fails the ADD before the delegate cache is written; only the Pod GET is retried
 (transport errors, 500, 503 within POD_RETRY_BUDGET); a Pod 404 is Multus's empty success; a
 failed status write fails the ADD after every delegate succeeded, with no rollback, and the
@@ -35,8 +35,9 @@ from typing import Any, Literal
 import pytest
 from kubernetes import client
 
-from cni_shim import core, kubeclient
+from cni_shim import handler
 from cni_shim.errors import INTERNAL, TRY_AGAIN_LATER
+from cni_shim.kube import thin_client
 from sriov_contract import keys
 from tests.bed import faultproxy
 from tests.bed.faultproxy import Fault, FaultProxy, RecordedRequest
@@ -64,7 +65,7 @@ HOLD_S = 60.0
 # The slowest faulty ADD is the Pod GET's whole retry budget, or one call held to its timeout. A
 # resent held call would take at least two timeouts, so that is the bound: it leaves a loaded CI
 # machine several seconds of slack and still catches the resend.
-ADD_BUDGET_S = max(core.POD_RETRY_BUDGET, 2 * kubeclient.REQUEST_TIMEOUT)
+ADD_BUDGET_S = max(handler.POD_RETRY_BUDGET, 2 * thin_client.REQUEST_TIMEOUT)
 PLACEHOLDER_IPS = [{"address": "0.0.0.0/0", "gateway": "0.0.0.0"}]
 
 # The shim's calls, as ``_call`` writes them: "<verb> <kind> <status>", then "!" when the proxy
@@ -118,7 +119,7 @@ _PERSISTENT_CONFLICT = (
     GET_POD,
     GET_NAD,
     PUT_CONFLICT,
-    *(GET_POD, PUT_CONFLICT) * (core.STATUS_WRITE_ATTEMPTS - 1),
+    *(GET_POD, PUT_CONFLICT) * (handler.STATUS_WRITE_ATTEMPTS - 1),
 )
 _POD_RETRIES = "get pod 500! (retried until the budget ends)"
 
@@ -361,7 +362,7 @@ def _nad_calls(calls: list[str] | tuple[str, ...]) -> list[str]:
 
 
 def _assert_calls(phase: Phase, calls: list[str], *, nads_overlap: bool) -> None:
-    """With ``nads_overlap`` (the thick daemon's live ADD, cni_shim.prefetch) the NAD GETs run beside
+    """With ``nads_overlap`` (the thick daemon's live ADD, cni_shim.core.prefetch) the NAD GETs run beside
     the first Pod GET: only the order among the NAD calls and among the other calls is fixed, and
     an ADD whose Pod read failed may have made the one NAD GET its informer copy named."""
     if nads_overlap:
@@ -370,7 +371,7 @@ def _assert_calls(phase: Phase, calls: list[str], *, nads_overlap: bool) -> None
         assert nads in allowed, f"NAD calls {nads} in {calls}, expected one of {allowed}"
         calls = [c for c in calls if c not in nads]
     if phase.calls == (_POD_RETRIES,):
-        limit = int(core.POD_RETRY_BUDGET / core.POD_RETRY_INTERVAL) + 1
+        limit = int(handler.POD_RETRY_BUDGET / handler.POD_RETRY_INTERVAL) + 1
         assert set(calls) == {"get pod 500!"} and 3 <= len(calls) <= limit, (
             f"retries within the budget: {calls}"
         )
@@ -433,7 +434,7 @@ def _run_del(node: Node, column: str) -> None:
     node.proxy.clear()
     assert rm.returncode == 0, f"DEL failed: {rm.stdout}{rm.stderr}"
     assert calls == [], f"DEL made API calls: {calls}"
-    assert took < kubeclient.REQUEST_TIMEOUT, f"DEL took {took:.1f}s"
+    assert took < thin_client.REQUEST_TIMEOUT, f"DEL took {took:.1f}s"
     node.assert_untouched(sb)
 
 

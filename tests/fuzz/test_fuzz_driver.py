@@ -20,13 +20,14 @@ import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from driver import checkpoint
-from driver.core.render import render_shadow_config
-from driver.core.selection import ManagedBinding, merge_managed_selections, release_claim_selections
 from sriov_contract import rawjson
 from sriov_contract.errors import ReasonedError
 from sriov_contract.identity import config_sha256
 from sriov_contract.keys import NETWORKS_ANNOTATION, REGISTRY_ANNOTATION
+from sriov_dra.core import claimrecord
+from sriov_dra.core.render import render_shadow_config
+from sriov_dra.core.selection import ManagedBinding, merge_managed_selections, release_claim_selections
+from sriov_dra.state import checkpoint
 from tests.fuzz.hostile import emit, hostile_text, json_values
 from tests.fuzz.test_fuzz_annotations import NETWORK_SEEDS, assert_typed
 from tests.unit.driver_core import test_selection
@@ -177,8 +178,8 @@ def test_fuzz_release_claim_selections(pod: dict[str, Any]) -> None:
         assert release_claim_selections(_apply(pod, ops), CLAIM) is None
 
 
-def _record(uid: str, n: int, managed: bool) -> checkpoint.ClaimRecord:
-    device = checkpoint.PreparedDevice(
+def _record(uid: str, n: int, managed: bool) -> claimrecord.ClaimRecord:
+    device = claimrecord.PreparedDevice(
         request_names=("vf",),
         pool="sriov-node-0",
         device=f"pf0vf{n}",
@@ -191,12 +192,12 @@ def _record(uid: str, n: int, managed: bool) -> checkpoint.ClaimRecord:
         device_nodes=(),
         managed_binding={"version": 1, "state": "Ready", "shadowUID": ""} if managed else None,
     )
-    return checkpoint.ClaimRecord(uid, NS, "claim", POD_UID, (device,))
+    return claimrecord.ClaimRecord(uid, NS, "claim", POD_UID, (device,))
 
 
 CHECKPOINT_SEEDS: list[Any] = [
-    json.loads(checkpoint.encode({"c1": _record("c1", 1, True), "c2": _record("c2", 2, False)})),
-    json.loads(checkpoint.encode({})),
+    json.loads(claimrecord.encode({"c1": _record("c1", 1, True), "c2": _record("c2", 2, False)})),
+    json.loads(claimrecord.encode({})),
 ]
 
 
@@ -204,13 +205,13 @@ def _resealed(doc: Any) -> bytes:
     """Recompute the checksum over a mutated payload, so the damage reaches the field checks."""
     if isinstance(doc, dict) and "data" in doc:
         with contextlib.suppress(TypeError, ValueError):
-            doc["checksum"] = hashlib.sha256(checkpoint._canonical(doc["data"])).hexdigest()
+            doc["checksum"] = hashlib.sha256(claimrecord._canonical(doc["data"])).hexdigest()
     return emit(doc).encode()
 
 
 @st.composite
 def damaged_checkpoints(draw: st.DrawFn) -> bytes:
-    raw = checkpoint.encode({"c1": _record("c1", 1, True)})
+    raw = claimrecord.encode({"c1": _record("c1", 1, True)})
     how = draw(
         st.sampled_from(
             ["truncate", "bitflip", "structured", "resealed", "version", "binding-version", "bytes"]
@@ -247,13 +248,13 @@ def damaged_checkpoints(draw: st.DrawFn) -> bytes:
 @given(damaged_checkpoints())
 def test_fuzz_checkpoint_decode(raw: bytes) -> None:
     try:
-        records = checkpoint.decode(raw, "/var/lib/fuzz/checkpoint.json")
-    except checkpoint.CheckpointError as err:
+        records = claimrecord.decode(raw, "/var/lib/fuzz/checkpoint.json")
+    except claimrecord.CheckpointError as err:
         assert_typed(err)
         return
     event("accepted")
     # Whatever is accepted survives its own encoding unchanged.
-    assert checkpoint.decode(checkpoint.encode(records)) == records
+    assert claimrecord.decode(claimrecord.encode(records)) == records
 
 
 @pytest.fixture(scope="module")
@@ -269,7 +270,7 @@ def test_fuzz_corrupt_checkpoint_file_deletes_nothing(checkpoint_dir: Path, raw:
     before = sorted(os.listdir(checkpoint_dir))
     try:
         claims = checkpoint.PreparedClaims(checkpoint.FileStorage(path), str(path))
-    except checkpoint.CheckpointError as err:
+    except claimrecord.CheckpointError as err:
         assert_typed(err)
         assert err.reason in ("CorruptCheckpoint", "UnknownCheckpointVersion", "UnknownManagedBindingVersion")
         assert str(path) in err.message

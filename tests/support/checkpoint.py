@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from driver.checkpoint import ClaimRecord, PreparedClaims
+from sriov_dra.core.claimrecord import ClaimRecord
+from sriov_dra.state.checkpoint import PreparedClaims
 
 
 def prepared_claim(store: PreparedClaims, claim_uid: str) -> ClaimRecord:

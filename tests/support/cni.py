@@ -22,7 +22,7 @@ import yaml
 
 from tests.bed.fakenode import FakeNode
 from tests.bed.sriov_topology import VfRecord
-from tests.bed.tools import ToolSet
+from tests.bed.tools import REPO_ROOT, ToolSet
 
 REPO = Path(__file__).resolve().parents[2]
 TWO_RAIL = REPO / "fixtures/topologies/two-rail.yaml"
@@ -42,7 +42,10 @@ def make_cni_bin_dir(dest: Path, tools: ToolSet | None = None) -> Path:
                 (dest / name).symlink_to(status.directory / name)
     for name, module in PY_PLUGINS.items():
         wrapper = dest / name
-        wrapper.write_text(f"#!{sys.executable}\nfrom {module} import main\n\nmain()\n")
+        # plugins/ is test code, not installed: the wrapper puts the repository root on sys.path.
+        wrapper.write_text(
+            f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(REPO_ROOT)!r})\nfrom {module} import main\n\nmain()\n"
+        )
         wrapper.chmod(0o755)
     return dest
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from cni_shim import thick_client
+from cni_shim.thick import forward
 from tests.support.cni import CniRun, run_cni
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,7 +73,7 @@ class DaemonProc:
 
     @property
     def socket_path(self) -> str:
-        return str(self.socket_dir / thick_client.SOCKET_NAME)
+        return str(self.socket_dir / forward.SOCKET_NAME)
 
     def start(self, timeout: float = 40.0) -> DaemonProc:
         with self.log_path.open("ab") as log:
@@ -102,7 +102,7 @@ class DaemonProc:
             return False
 
     def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
-        return thick_client.exchange(self.socket_path, method, path, body, 10.0)
+        return forward.exchange(self.socket_path, method, path, body, 10.0)
 
     def informers(self) -> dict[str, dict[str, str]]:
         status, body = self.request("GET", "/debug/informers")

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from cni_shim import main
-from cni_shim.cache import FileCacheStore
-from cni_shim.core import Services
+from cni_shim.core.netconf import NetConf
 from cni_shim.errors import CniError, KubeApiError
-from cni_shim.netconf import NetConf
+from cni_shim.handler import Services
+from cni_shim.system.cache import FileCacheStore
 from sriov_contract import keys
 from sriov_contract.identity import config_sha256, shadow_name_for
 

@@ -25,13 +25,13 @@ KNOWN_VERSIONS = {"v1.DRAPlugin": "v1", "v1beta1.DRAPlugin": "v1beta1"}
 
 # Imported lazily: this plugin loads in every pytest run, and the stubs exist only after `make gen`.
 def _pb(version: str) -> Any:
-    from driver.kubeletplugin.gen import dra_v1_pb2, dra_v1beta1_pb2  # noqa: PLC0415
+    from sriov_dra.kubeletplugin.gen import dra_v1_pb2, dra_v1beta1_pb2  # noqa: PLC0415
 
     return {"v1": dra_v1_pb2, "v1beta1": dra_v1beta1_pb2}[version]
 
 
 def _reg_pb() -> Any:
-    from driver.kubeletplugin.gen import pluginregistration_v1_pb2  # noqa: PLC0415
+    from sriov_dra.kubeletplugin.gen import pluginregistration_v1_pb2  # noqa: PLC0415
 
     return pluginregistration_v1_pb2
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from driver.cli_preflight import DRIVER_RIGHTS
+from sriov_dra.cli.preflight import DRIVER_RIGHTS
 from tests.bed.managed_driver import IDENTITY
 from tests.support.deploy import DEPLOY_DIR
 

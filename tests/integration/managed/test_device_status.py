@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from driver.kube import KubeClaims
 from sriov_contract.keys import NETWORK_STATUS_ANNOTATION
+from sriov_dra.kube.resources import KubeClaims
 from tests.bed.apiobjects import present
 from tests.bed.audit import AuditEvent
 from tests.bed.bed import TestBed

@@ -16,11 +16,6 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from driver.bindingrecord import BindingRecord
-from driver.cdi import CdiDir
-from driver.crashpoints import CRASH_ENV, CRASH_EXIT, PREPARE_STEPS, UNPREPARE_STEPS
-from driver.discovery import DRIVER_NAME
-from driver.shadow import shadow_object
 from sriov_contract.binding import SourceRef
 from sriov_contract.identity import BindingIdentity
 from sriov_contract.keys import (
@@ -30,6 +25,11 @@ from sriov_contract.keys import (
     PROTOCOL_VERSION,
     REGISTRY_ANNOTATION,
 )
+from sriov_dra.core.bindingrecord import BindingRecord
+from sriov_dra.core.shadowspec import shadow_object
+from sriov_dra.model import DRIVER_NAME
+from sriov_dra.prepare.crashpoints import CRASH_ENV, CRASH_EXIT, PREPARE_STEPS, UNPREPARE_STEPS
+from sriov_dra.state.cdi import CdiDir
 from tests.bed import faultproxy
 from tests.bed.apiobjects import as_object
 from tests.bed.claims import allocated_claim, custom_objects

@@ -1,4 +1,4 @@
-"""The orphan scan's shadow listing (driver.kube.KubeShadowLister) on the real API server: one
+"""The orphan scan's shadow listing (sriov_dra.kube.resources.KubeShadowLister) on the real API server: one
 list request, decoded while it streams in, narrowed by the managed-by and node-UID labels."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pytest
 from kubernetes import client
 from kubernetes import config as kube_config
 
-import driver.kube
-from driver.apierrors import ApiError
-from driver.kube import KubeShadowLister
+import sriov_dra.kube.resources
 from sriov_contract.keys import MANAGED_BY_LABEL, MANAGED_BY_VALUE, NODE_UID_LABEL
+from sriov_dra.apierrors import ApiError
+from sriov_dra.kube.resources import KubeShadowLister
 from tests.bed import faultproxy
 
 pytestmark = pytest.mark.integration
@@ -47,7 +47,7 @@ def test_every_labelled_shadow_of_the_node_comes_whole_out_of_a_streamed_list(
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda kv: put(testbed, k8s_namespace, *kv), [*mine.items(), *others.items()]))
     # small reads: most items span two reads and many reads split a multi-byte character
-    monkeypatch.setattr(driver.kube, "STREAM_CHUNK", 1000)
+    monkeypatch.setattr(sriov_dra.kube.resources, "STREAM_CHUNK", 1000)
 
     listed = list(KubeShadowLister(testbed.api_client).list_shadows(node_uid))
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cni_shim.cache import FileCacheStore
+from cni_shim.system.cache import FileCacheStore
 from sriov_contract.durable import atomic_write
 
 

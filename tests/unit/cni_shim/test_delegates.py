@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from cni_shim import delegates
-from cni_shim.delegates import Candidate
+from cni_shim.core import delegates
+from cni_shim.core.delegates import Candidate
 from cni_shim.errors import CniError
 from sriov_contract.networks import parse_network_selections
 

@@ -11,9 +11,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import yaml
 
-from cni_shim import kubeclient, kubeconfig
 from cni_shim.errors import CniError, KubeApiError
-from cni_shim.kubeclient import KubeClient
+from cni_shim.kube import kubeconfig, thin_client
+from cni_shim.kube.thin_client import KubeClient
 
 
 def _doc(user, cluster=None):
@@ -151,9 +151,9 @@ def test_unreachable_server_is_a_transient_error():
 
 def test_response_parser_handles_sized_chunked_and_hostile_bodies():
     sized = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"
-    assert kubeclient.read_response(io.BytesIO(sized)) == (200, {"content-length": "2"}, b"{}")
+    assert thin_client.read_response(io.BytesIO(sized)) == (200, {"content-length": "2"}, b"{}")
     chunked = b"HTTP/1.1 404 NF\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n"
-    assert kubeclient.read_response(io.BytesIO(chunked))[2] == b"abcde"
+    assert thin_client.read_response(io.BytesIO(chunked))[2] == b"abcde"
     for hostile in (
         b"HTTP/1.1 200 OK\r\nContent-Length: 99999999999\r\n\r\n",
         b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort",
@@ -161,5 +161,5 @@ def test_response_parser_handles_sized_chunked_and_hostile_bodies():
         b"HTTP/1.1 200 OK\r\n" + b"X: " + b"a" * 70000 + b"\r\n\r\n",
         b"",
     ):
-        with pytest.raises(kubeclient._ProtocolError):
-            kubeclient.read_response(io.BytesIO(hostile))
+        with pytest.raises(thin_client._ProtocolError):
+            thin_client.read_response(io.BytesIO(hostile))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cni_shim import netconf
+from cni_shim.core import netconf
 
 
 def _load(doc):

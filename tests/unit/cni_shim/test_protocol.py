@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from cni_shim import core, main
+from cni_shim import handler, main
 
 
 def test_missing_command_prints_about_line_and_succeeds(shim):
@@ -122,7 +122,7 @@ def test_unexpected_failure_is_error_json_not_a_traceback(shim, monkeypatch):
     def boom(*_args, **_kwargs):
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr(core, "handle", boom)
+    monkeypatch.setattr(handler, "handle", boom)
     out = shim.run("ADD", shim.conf())
     assert out.status == 1
     assert out.json["code"] == 999

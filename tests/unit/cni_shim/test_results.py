@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cni_shim import netstatus, results
+from cni_shim.core import netstatus, results
 from cni_shim.errors import CniError
 
 CURRENT = {

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from cni_shim.apiserver import nad_path
 from cni_shim.errors import KubeApiError
-from cni_shim.informers import Store
-from cni_shim.interfaces import ManyNads
-from cni_shim.kubeviews import CachedView, LiveView
+from cni_shim.kube.daemon_client import nad_path
+from cni_shim.kube.informers import Store
+from cni_shim.kube.views import CachedView, LiveView
+from cni_shim.ports import ManyNads
 from tests.support.cni_shim import FakeKube
 
 NETWORKS = "k8s.v1.cni.cncf.io/networks"

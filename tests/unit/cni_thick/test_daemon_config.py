@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cni_shim.chroot import ChrootExecutor
 from cni_shim.daemon import DEFAULT_SOCKET_DIR, load_config
 from cni_shim.errors import CniError
+from cni_shim.system.chroot import ChrootExecutor
 from sriov_contract.errors import ReasonedError
 
 DEPLOYED = Path(__file__).resolve().parents[3] / "deploy" / "cni-daemon-config.yaml"

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from cni_shim.dispatch import Dispatcher, KeyedLocks, decode_request, overlay
 from cni_shim.errors import CniError
+from cni_shim.thick.dispatch import Dispatcher, KeyedLocks, decode_request, overlay
 
 
 class FakeViews:

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from cni_shim import main, thick_client
-from cni_shim.dispatch import Answer
-from cni_shim.server import State, listen
+from cni_shim import main
+from cni_shim.thick import forward
+from cni_shim.thick.dispatch import Answer
+from cni_shim.thick.server import State, listen
 from tests.support.cni_daemon import SHIM_ENV as ENV
 
 RESULT = {"cniVersion": "1.0.0", "interfaces": [{"name": "eth0"}]}
@@ -101,10 +102,10 @@ def test_a_daemon_not_ready_yet_runs_nothing_and_the_shim_resends_once_it_is(dae
 
 def test_the_not_ready_answer_is_try_again_later_cni_error_json(daemon):
     daemon.start()
-    sock = str(daemon.socket_dir / thick_client.SOCKET_NAME)
-    status, body = thick_client.exchange(sock, "POST", "/cni", b"{}", 5)
+    sock = str(daemon.socket_dir / forward.SOCKET_NAME)
+    status, body = forward.exchange(sock, "POST", "/cni", b"{}", 5)
     doc = json.loads(body)
-    assert (status, doc["code"]) == (thick_client.NOT_READY, 11)
+    assert (status, doc["code"]) == (forward.NOT_READY, 11)
     assert doc["msg"].startswith("DaemonNotReady: ")
     assert daemon.served == []
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cni_shim import quickjson
+from cni_shim.thick import quickjson
 
 scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text()
 values = st.recursive(
@@ -60,7 +60,7 @@ def test_non_string_keys_and_other_types_fall_back_to_json():
 
 def test_the_forward_path_imports_neither_json_nor_socket():
     probe = (
-        "import sys; from cni_shim import thick_client; "
+        "import sys; from cni_shim.thick import forward; "
         "print(sorted(m for m in ('json', 'socket', 're', 'typing', 'base64') if m in sys.modules))"
     )
     out = subprocess.run(

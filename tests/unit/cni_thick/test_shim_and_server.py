@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from cni_shim import launcher, main, thick_client
-from cni_shim.dispatch import Answer, decode_request
-from cni_shim.server import Hooks, State, listen
+from cni_shim import launcher, main
+from cni_shim.thick import forward
+from cni_shim.thick.dispatch import Answer, decode_request
+from cni_shim.thick.server import Hooks, State, listen
 from tests.support.cni_daemon import SHIM_ENV as ENV
 
 
@@ -65,7 +66,7 @@ def daemon(tmp_path: Path) -> Iterator[Callable[..., Running]]:
 def test_the_socket_dir_is_0700_and_the_socket_0600(daemon):
     running = daemon(lambda body: Answer(200, b"", "ok"))
     assert stat.S_IMODE(os.stat(running.socket_dir).st_mode) == 0o700
-    sock = running.socket_dir / thick_client.SOCKET_NAME
+    sock = running.socket_dir / forward.SOCKET_NAME
     assert stat.S_ISSOCK(os.stat(sock).st_mode)
     assert stat.S_IMODE(os.stat(sock).st_mode) == 0o600
 
@@ -154,17 +155,17 @@ def test_a_slow_daemon_is_a_timeout_error(daemon):
 )  # fmt: skip
 def test_endpoints(daemon, method, path, status):
     running = daemon(lambda body: Answer(200, b"", "ok"))
-    sock = str(running.socket_dir / thick_client.SOCKET_NAME)
-    assert thick_client.exchange(sock, method, path, b"", 5)[0] == status
+    sock = str(running.socket_dir / forward.SOCKET_NAME)
+    assert forward.exchange(sock, method, path, b"", 5)[0] == status
 
 
 def test_test_hooks_answer_only_when_enabled(daemon):
     frozen = []
     hooks = Hooks(snapshot=lambda: {"pod": {"ns/p": "7"}}, freeze=lambda: frozen.append(True))
     running = daemon(lambda body: Answer(200, b"", "ok"), hooks=hooks)
-    sock = str(running.socket_dir / thick_client.SOCKET_NAME)
-    assert thick_client.exchange(sock, "GET", "/debug/informers", b"", 5) == (200, b'{"pod": {"ns/p": "7"}}')
-    assert thick_client.exchange(sock, "POST", "/debug/informers/freeze", b"", 5)[0] == 200
+    sock = str(running.socket_dir / forward.SOCKET_NAME)
+    assert forward.exchange(sock, "GET", "/debug/informers", b"", 5) == (200, b'{"pod": {"ns/p": "7"}}')
+    assert forward.exchange(sock, "POST", "/debug/informers/freeze", b"", 5)[0] == 200
     assert frozen == [True]
 
 
@@ -179,17 +180,15 @@ def test_test_hooks_answer_only_when_enabled(daemon):
     ],
 )
 def test_thick_mode_is_chosen_by_daemon_socket_dir(stdin, expected):
-    target = thick_client.target(stdin)
+    target = forward.target(stdin)
     assert (target.path if target else None) == expected
 
 
 def test_budgets_come_from_the_config_with_sane_defaults():
-    target = thick_client.target(
-        b'{"daemonSocketDir": "/d", "daemonReadyTimeout": 2, "daemonRequestTimeout": -1}'
-    )
+    target = forward.target(b'{"daemonSocketDir": "/d", "daemonReadyTimeout": 2, "daemonRequestTimeout": -1}')
     assert target is not None
     assert target.ready_timeout == 2
-    assert target.request_timeout == thick_client.DEFAULT_REQUEST_TIMEOUT
+    assert target.request_timeout == forward.DEFAULT_REQUEST_TIMEOUT
 
 
 def test_the_thick_shim_imports_only_the_standard_library(tmp_path):

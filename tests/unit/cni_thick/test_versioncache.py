@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from cni_shim.versioncache import VersionCache
+from cni_shim.system.versioncache import VersionCache
 
 
 class Counting:

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from cni_shim import informers
 from cni_shim.errors import KubeApiError
-from cni_shim.informers import Informer, Store, slim_pod
-from cni_shim.kubeviews import CachedView, LiveView
+from cni_shim.kube import informers
+from cni_shim.kube.informers import Informer, Store, slim_pod
+from cni_shim.kube.views import CachedView, LiveView
 
 
 class Api:

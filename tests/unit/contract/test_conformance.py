@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from driver.cli import cli
 from sriov_contract import identity
 from sriov_contract.conformance import bundled_fixtures, check_fixtures
+from sriov_dra.cli import cli
 
 FIXTURES = bundled_fixtures()
 REPO = FIXTURES.parent

@@ -180,7 +180,7 @@ def test_the_driver_sees_kubelet_cdi_sysfs_and_its_checkpoint_on_the_host(object
 
 
 def test_the_driver_reads_every_variable_its_daemonset_sets(objects) -> None:
-    from driver.main import cli  # noqa: PLC0415 - only this test needs the driver's CLI
+    from sriov_dra.main import cli  # noqa: PLC0415 - only this test needs the driver's CLI
 
     declared = {p.envvar for p in cli.params if isinstance(p.envvar, str)}
     env = env_of(pod_spec(objects, "sriov-dra-driver")["containers"][0])

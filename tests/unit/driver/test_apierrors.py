@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from driver.apierrors import MAX_DETAIL, api_error, server_detail
+from sriov_dra.apierrors import MAX_DETAIL, api_error, server_detail
 
 CONFIG = json.dumps(
     {"cniVersion": "1.0.0", "type": "sriov", "ipam": {"type": "host-local", "subnet": "10.9.0.0/16"}}

@@ -12,15 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from driver.checkpoint import (
-    CheckpointError,
-    ClaimRecord,
-    FileStorage,
-    PreparedClaims,
-    PreparedDevice,
-    decode,
-    encode,
-)
+from sriov_dra.core.claimrecord import CheckpointError, ClaimRecord, PreparedDevice, decode, encode
+from sriov_dra.state.checkpoint import FileStorage, PreparedClaims
 from tests.support.checkpoint import managed_binding, prepared_claim
 
 

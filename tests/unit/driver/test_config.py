@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from driver.config import Config, ConfigError
+from sriov_dra.app.config import Config, ConfigError
 
 
 def test_defaults_match_upstream() -> None:
@@ -49,7 +49,7 @@ def test_start_up_rejects_auto_attach_from_environment() -> None:
         "PATH": "/usr/bin",
     }
     out = subprocess.run(
-        [sys.executable, "-c", "from driver.main import main; main()"],
+        [sys.executable, "-c", "from sriov_dra.main import main; main()"],
         env=env,
         capture_output=True,
         text=True,

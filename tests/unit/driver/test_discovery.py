@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from driver import discovery as d
 from sriov_contract.errors import ReasonedError
+from sriov_dra import model
+from sriov_dra.sysfs import discovery as d
 from tests.unit.driver.sysfs_tree import add_pf
 
 
@@ -16,29 +17,29 @@ def test_discovers_vfs_with_upstream_attributes(tmp_path: Path) -> None:
     vf = inv["0000-17-00-2"]
     assert vf.pci_address == "0000:17:00.2" and vf.vf_id == 1 and vf.pf_name == "ens1f0"
     assert vf.attributes == {
-        d.ATTR_VENDOR: "15b3",
-        d.ATTR_DEVICE_ID: "1018",
-        d.ATTR_PF_DEVICE_ID: "1017",
-        d.ATTR_PCI_ADDRESS: "0000:17:00.2",
-        d.ATTR_MULTUS_DEVICE_ID: "0000:17:00.2",
-        d.ATTR_PF_NAME: "ens1f0",
-        d.ATTR_ESWITCH_MODE: "legacy",
-        d.ATTR_VF_ID: 1,
-        d.ATTR_PCIE_ROOT: "pci0000:16",
-        d.ATTR_PF_PCI_ADDRESS: "0000:17:00.0",
-        d.ATTR_PCI_BUS_ID: "0000:17:00.2",
-        d.ATTR_LINK_TYPE: "ethernet",
-        d.ATTR_RDMA_CAPABLE: False,
-        d.ATTR_NUMA_NODE: 0,
+        model.ATTR_VENDOR: "15b3",
+        model.ATTR_DEVICE_ID: "1018",
+        model.ATTR_PF_DEVICE_ID: "1017",
+        model.ATTR_PCI_ADDRESS: "0000:17:00.2",
+        model.ATTR_MULTUS_DEVICE_ID: "0000:17:00.2",
+        model.ATTR_PF_NAME: "ens1f0",
+        model.ATTR_ESWITCH_MODE: "legacy",
+        model.ATTR_VF_ID: 1,
+        model.ATTR_PCIE_ROOT: "pci0000:16",
+        model.ATTR_PF_PCI_ADDRESS: "0000:17:00.0",
+        model.ATTR_PCI_BUS_ID: "0000:17:00.2",
+        model.ATTR_LINK_TYPE: "ethernet",
+        model.ATTR_RDMA_CAPABLE: False,
+        model.ATTR_NUMA_NODE: 0,
     }
-    assert set(vf.attributes) == d.RESERVED_ATTRIBUTES
+    assert set(vf.attributes) == model.RESERVED_ATTRIBUTES
 
 
 def test_unknown_pcie_root_is_omitted_never_empty(tmp_path: Path) -> None:
     # a PF that does not hang off a pciDDDD:BB root complex (e.g. a platform bus)
     add_pf(tmp_path, "0000:17:00.0", "ens1f0", 1, pcie_root="platform")
     vf = d.discover(tmp_path)["0000-17-00-1"]
-    assert d.ATTR_PCIE_ROOT not in vf.attributes
+    assert model.ATTR_PCIE_ROOT not in vf.attributes
     assert all(v != "" for v in vf.attributes.values())
 
 
@@ -54,9 +55,9 @@ def test_numa_link_type_and_rdma(tmp_path: Path) -> None:
     add_pf(tmp_path, "0000:17:00.0", "ib0", 1, numa="-1", link_type="32")
     (tmp_path / "devices/pci0000:16/0000:16:01.0/0000:17:00.1/infiniband/mlx5_3").mkdir(parents=True)
     attrs = d.discover(tmp_path)["0000-17-00-1"].attributes
-    assert attrs[d.ATTR_NUMA_NODE] == -1
-    assert attrs[d.ATTR_LINK_TYPE] == "infiniband"
-    assert attrs[d.ATTR_RDMA_CAPABLE] is True
+    assert attrs[model.ATTR_NUMA_NODE] == -1
+    assert attrs[model.ATTR_LINK_TYPE] == "infiniband"
+    assert attrs[model.ATTR_RDMA_CAPABLE] is True
 
 
 def test_unreadable_sysfs_is_a_typed_error(tmp_path: Path) -> None:
@@ -66,4 +67,4 @@ def test_unreadable_sysfs_is_a_typed_error(tmp_path: Path) -> None:
 
 
 def test_device_name_is_a_dns_label() -> None:
-    assert d.device_name("0000:08:00.2") == "0000-08-00-2"
+    assert model.device_name("0000:08:00.2") == "0000-08-00-2"

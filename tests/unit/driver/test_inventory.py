@@ -3,8 +3,9 @@
 import threading
 from pathlib import Path
 
-from driver.discovery import ATTR_PCI_ADDRESS, discover
-from driver.inventory import DeviceState, RWLock
+from sriov_dra.advertise.inventory import DeviceState, RWLock
+from sriov_dra.model import ATTR_PCI_ADDRESS
+from sriov_dra.sysfs.discovery import discover
 from tests.unit.driver.sysfs_tree import add_pf
 
 

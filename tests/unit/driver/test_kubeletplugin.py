@@ -5,11 +5,11 @@ from collections.abc import Mapping, Sequence
 
 import grpc
 import pytest
+from sriov_dra.kubeletplugin.gen import health_v1_pb2
 
-from driver.kubeletplugin.api import ClaimRef, DeviceResult, PrepareOutcome
-from driver.kubeletplugin.gen import health_v1_pb2
-from driver.kubeletplugin.health import HealthServer
-from driver.kubeletplugin.server import KubeletPlugin, SocketPaths
+from sriov_dra.kubeletplugin.api import ClaimRef, DeviceResult, PrepareOutcome
+from sriov_dra.kubeletplugin.health import HealthServer
+from sriov_dra.kubeletplugin.server import KubeletPlugin, SocketPaths
 
 
 class RecordingService:

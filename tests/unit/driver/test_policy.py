@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from driver.discovery import discover
-from driver.policy import evaluate, node_selector_matches
+from sriov_dra.core.policy import evaluate, node_selector_matches
+from sriov_dra.sysfs.discovery import discover
 from tests.unit.driver.sysfs_tree import add_pf
 
 NAME = "sriovnetwork.k8snetworkplumbingwg.io/netAttachDefName"

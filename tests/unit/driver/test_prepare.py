@@ -4,13 +4,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from driver.cdi import CdiDir
-from driver.checkpoint import FileStorage, PreparedClaims
-from driver.discovery import DRIVER_NAME, discover
-from driver.kubeletplugin.api import ClaimRef
-from driver.prepare import Preparer
-from driver.vfdriver import SysfsVfDriver
 from sriov_contract.errors import ReasonedError
+from sriov_dra.kubeletplugin.api import ClaimRef
+from sriov_dra.model import DRIVER_NAME
+from sriov_dra.prepare.host import HostPreparer
+from sriov_dra.state.cdi import CdiDir
+from sriov_dra.state.checkpoint import FileStorage, PreparedClaims
+from sriov_dra.sysfs.discovery import discover
+from sriov_dra.sysfs.vfdriver import SysfsVfDriver
 from tests.support.checkpoint import prepared_claim
 from tests.unit.driver.sysfs_tree import add_pf
 
@@ -57,9 +58,9 @@ class Env:
         self.vf_driver = vf_driver or SysfsVfDriver(self.sysfs)
         self.preparer = self.new_preparer()
 
-    def new_preparer(self, storage=None) -> Preparer:
+    def new_preparer(self, storage=None) -> HostPreparer:
         self.checkpoint = PreparedClaims(storage or FileStorage(self.ckpt_path))
-        return Preparer(
+        return HostPreparer(
             node_name=NODE,
             claims=self.claims,
             inventory=self.inventory.get,

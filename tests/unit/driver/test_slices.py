@@ -3,9 +3,9 @@
 import copy
 from typing import Any
 
-from driver.discovery import TypedAttribute, VirtualFunction
-from driver.inventory import AdvertisedDevice
-from driver.slices import SlicePublisher, desired_slices
+from sriov_dra.advertise.inventory import AdvertisedDevice
+from sriov_dra.advertise.slices import SlicePublisher, desired_slices
+from sriov_dra.model import TypedAttribute, VirtualFunction
 
 
 def dev(i: int, extra: int = 0, long_value: bool = False) -> AdvertisedDevice:

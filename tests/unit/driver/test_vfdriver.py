@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from driver.vfdriver import SysfsVfDriver, VfDriverError
+from sriov_dra.sysfs.vfdriver import SysfsVfDriver, VfDriverError
 from tests.unit.driver.sysfs_tree import add_pf
 
 VF = "0000:17:00.1"

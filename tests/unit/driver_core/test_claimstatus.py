@@ -6,10 +6,15 @@ from typing import Any
 
 import pytest
 
-from driver.apierrors import api_error
-from driver.claimstatus import BACKOFF_STEPS, SETTLE_AFTER_WRITE, DeviceStatusWriter, conflict_delay
-from driver.core.devicestatus import DeviceReport, status_key
 from sriov_contract.errors import ReasonedError
+from sriov_dra.apierrors import api_error
+from sriov_dra.core.devicestatus import DeviceReport, status_key
+from sriov_dra.prepare.devicestatus import (
+    BACKOFF_STEPS,
+    SETTLE_AFTER_WRITE,
+    DeviceStatusWriter,
+    conflict_delay,
+)
 
 OURS = "sriovnetwork.k8snetworkplumbingwg.io"
 FOREIGN = {"driver": "gpu.nvidia.com", "pool": "node-0", "device": "gpu-0", "data": {"uuid": "g"}}

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from driver.cli import cli
+from sriov_dra.cli import cli
 
 CONFIG = '{"cniVersion":"1.0.0","plugins":[{"type":"sriov","ipam":{"type":"host-local","subnet":"10.1.0.0/24"}},{"type":"tuning","mtu":9000}]}'
 YAML_NAD = f"""apiVersion: k8s.cni.cncf.io/v1

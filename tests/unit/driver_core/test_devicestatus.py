@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from driver.core.devicestatus import (
+from sriov_dra.core.devicestatus import (
     DATA_LIMIT,
     MAX_IPS,
     DeviceReport,
@@ -14,7 +14,7 @@ from driver.core.devicestatus import (
     remove_device_status,
     status_key,
 )
-from driver.core.errors import DriverCoreError
+from sriov_dra.core.errors import DriverCoreError
 
 OURS = "sriovnetwork.k8snetworkplumbingwg.io"
 GPU = "gpu.nvidia.com"

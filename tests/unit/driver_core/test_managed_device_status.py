@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from driver.claimstatus import SETTLE_AFTER_WRITE, DeviceStatusWriter
-from driver.discovery import DRIVER_NAME
 from sriov_contract.errors import ReasonedError
 from sriov_contract.keys import NETWORK_STATUS_ANNOTATION
+from sriov_dra.model import DRIVER_NAME
+from sriov_dra.prepare.devicestatus import SETTLE_AFTER_WRITE, DeviceStatusWriter
 from tests.unit.managed import env as managed_env
 from tests.unit.managed.env import NODE, NS, Env, vf_config
 from tests.unit.managed.fakeapi import Fault

@@ -2,10 +2,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from driver.core.errors import DriverCoreError
-from driver.core.plan import AllocatedDevice, canonical_aliases, plan_interfaces
-from driver.core.template import NamespacedName
 from sriov_contract.errors import ContractError
+from sriov_dra.core.errors import DriverCoreError
+from sriov_dra.core.interfaceplan import AllocatedDevice, canonical_aliases, plan_interfaces
+from sriov_dra.core.template import NamespacedName
 
 NODE = "00000000-0000-0000-0000-00000000000a"
 POD = "00000000-0000-0000-0000-00000000000b"

@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from driver.core.errors import DriverCoreError
-from driver.core.render import render_shadow_config
+from sriov_dra.core.errors import DriverCoreError
+from sriov_dra.core.render import render_shadow_config
 
 PCI = "0000:03:00.1"
 

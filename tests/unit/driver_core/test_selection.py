@@ -5,8 +5,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from driver.core.errors import DriverCoreError
-from driver.core.selection import (
+from sriov_contract.errors import ContractError, ReasonedError
+from sriov_contract.identity import shadow_name_for
+from sriov_contract.registry import RegistryEntry, parse_registry
+from sriov_dra.core.errors import DriverCoreError
+from sriov_dra.core.selection import (
     ANNOTATIONS_SIZE_LIMIT,
     ManagedBinding,
     PatchOp,
@@ -14,10 +17,7 @@ from driver.core.selection import (
     merge_managed_selections,
     release_claim_selections,
 )
-from driver.core.template import NamespacedName
-from sriov_contract.errors import ContractError, ReasonedError
-from sriov_contract.identity import shadow_name_for
-from sriov_contract.registry import RegistryEntry, parse_registry
+from sriov_dra.core.template import NamespacedName
 
 NS = "ai-workloads"
 POD_UID = "00000000-0000-0000-0000-0000000000aa"

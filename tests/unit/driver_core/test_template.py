@@ -1,8 +1,9 @@
 import pytest
 
-from driver.core.errors import DriverCoreError
-from driver.core.policyref import DeviceAttributesObject, merge_device_attributes
-from driver.core.template import (
+from sriov_contract.errors import ContractError
+from sriov_dra.core.errors import DriverCoreError
+from sriov_dra.core.policyref import DeviceAttributesObject, merge_device_attributes
+from sriov_dra.core.template import (
     NAME_ATTRIBUTE,
     NAMESPACE_ATTRIBUTE,
     NamespacedName,
@@ -10,8 +11,7 @@ from driver.core.template import (
     reference_from_attributes,
     resolve_template,
 )
-from driver.core.vfconfig import VfConfig
-from sriov_contract.errors import ContractError
+from sriov_dra.core.vfconfig import VfConfig
 
 POD_NS = "ai-workloads"
 NO_CONFIG = VfConfig()

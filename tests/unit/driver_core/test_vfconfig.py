@@ -2,8 +2,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from driver.core.errors import DriverCoreError
-from driver.core.vfconfig import API_VERSION, VfConfig, config_applies, decode_vf_config, effective_vf_config
+from sriov_dra.core.errors import DriverCoreError
+from sriov_dra.core.vfconfig import (
+    API_VERSION,
+    VfConfig,
+    config_applies,
+    decode_vf_config,
+    effective_vf_config,
+)
 
 DRIVER = "sriovnetwork.k8snetworkplumbingwg.io"
 

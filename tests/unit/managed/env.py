@@ -7,15 +7,16 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from driver.cdi import CdiDir
-from driver.checkpoint import FileStorage, PreparedClaims
-from driver.consumer import ConsumerResolver
-from driver.discovery import DRIVER_NAME, discover
-from driver.kubeletplugin.api import ClaimRef
-from driver.managed import ManagedPreparer
-from driver.prepare import Preparer
-from driver.vfdriver import SysfsVfDriver
 from sriov_contract.errors import ReasonedError
+from sriov_dra.kubeletplugin.api import ClaimRef
+from sriov_dra.model import DRIVER_NAME
+from sriov_dra.prepare.consumer import ConsumerResolver
+from sriov_dra.prepare.host import HostPreparer
+from sriov_dra.prepare.managed import ManagedPreparer
+from sriov_dra.state.cdi import CdiDir
+from sriov_dra.state.checkpoint import FileStorage, PreparedClaims
+from sriov_dra.sysfs.discovery import discover
+from sriov_dra.sysfs.vfdriver import SysfsVfDriver
 from tests.unit.driver.sysfs_tree import add_pf
 from tests.unit.managed.fakeapi import FakeApi, Obj
 
@@ -84,7 +85,7 @@ class Env:
 
     def restart(self) -> None:
         self.checkpoint = PreparedClaims(FileStorage(self.tmp / "checkpoint.json"))
-        self.host = Preparer(
+        self.host = HostPreparer(
             node_name=NODE,
             claims=Claims(self.api),
             inventory=self.inventory.get,

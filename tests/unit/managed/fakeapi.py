@@ -11,8 +11,8 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from driver.apierrors import api_error
 from sriov_contract.keys import MANAGED_BY_LABEL, MANAGED_BY_VALUE, NODE_UID_LABEL
+from sriov_dra.apierrors import api_error
 
 Obj = dict[str, Any]
 T = TypeVar("T")

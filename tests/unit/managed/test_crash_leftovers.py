@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from driver.checkpoint import PreparedClaims
 from sriov_contract.keys import BINDING_ANNOTATION
+from sriov_dra.state.checkpoint import PreparedClaims
 from tests.unit.managed.env import Env, vf_config
 
 VF1 = "0000-17-00-1"

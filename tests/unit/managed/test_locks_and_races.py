@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from driver.locks import LockOrderError, OperationLocks
+from sriov_dra.prepare.locks import LockOrderError, OperationLocks
 from tests.unit.managed.env import Env, vf_config
 
 

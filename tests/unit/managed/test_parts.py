@@ -7,13 +7,21 @@ from pathlib import Path
 
 import pytest
 
-from driver.apierrors import ApiError
-from driver.bindingrecord import DELETING, RELEASE_COMPLETE, BindingRecord, BindingRecordError, record_of
-from driver.checkpoint import CheckpointError, PreparedClaims
-from driver.consumer import ConsumerError, pod_claim_names
-from driver.podnetworks import withdraw_claim_selections
-from driver.shadow import ShadowError, check_shadow, ensure_shadow, remove_protection, shadow_object
 from sriov_contract.keys import PROTECTION_FINALIZER
+from sriov_dra.apierrors import ApiError
+from sriov_dra.core.bindingrecord import (
+    DELETING,
+    RELEASE_COMPLETE,
+    BindingRecord,
+    BindingRecordError,
+    record_of,
+)
+from sriov_dra.core.claimrecord import CheckpointError
+from sriov_dra.core.shadowspec import ShadowError, check_shadow, shadow_object
+from sriov_dra.prepare.consumer import ConsumerError, pod_claim_names
+from sriov_dra.prepare.podnetworks import withdraw_claim_selections
+from sriov_dra.prepare.shadows import ensure_shadow, remove_protection
+from sriov_dra.state.checkpoint import PreparedClaims
 from tests.support.checkpoint import managed_binding, prepared_claim
 from tests.unit.managed.env import NS, Env, vf_config
 from tests.unit.managed.fakeapi import Fault, Obj

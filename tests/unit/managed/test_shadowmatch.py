@@ -12,14 +12,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from driver.bindingrecord import BindingRecord
-from driver.discovery import DRIVER_NAME
-from driver.shadow import check_shadow, finalizers_of, is_deleting, shadow_object
-from driver.shadowmatch import converged, index_shadows, listed_shadow
 from sriov_contract.binding import SourceRef
 from sriov_contract.errors import ReasonedError
 from sriov_contract.identity import BindingIdentity
 from sriov_contract.keys import BINDING_ANNOTATION, PROTECTION_FINALIZER, PROTOCOL_VERSION
+from sriov_dra.core.bindingrecord import BindingRecord
+from sriov_dra.core.shadowmatch import converged, index_shadows, listed_shadow
+from sriov_dra.core.shadowspec import check_shadow, finalizers_of, is_deleting, shadow_object
+from sriov_dra.model import DRIVER_NAME
 
 NODE_UID = "6b1f0e4e-1111-4222-8333-944455556666"
 POD_UID = "0a4b3c2d-1111-4222-8333-000000000001"

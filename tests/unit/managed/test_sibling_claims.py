@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from driver.apierrors import api_error
 from sriov_contract.keys import CLAIM_UID_LABEL, REGISTRY_ANNOTATION
 from sriov_contract.registry import parse_registry
+from sriov_dra.apierrors import api_error
 from tests.unit.managed.env import Env, vf_config
 
 VF1, VF2 = "0000-17-00-1", "0000-17-00-2"
@@ -49,7 +49,7 @@ def test_a_sibling_whose_shadow_create_fails_is_left_out_of_the_pod_merge(
     assert env.prepare(cb).error.startswith("ApiRequestFailed:")
     assert env.phases(cb.uid) == ["Pending"] and env.shadows() == []
 
-    with caplog.at_level(logging.WARNING, logger="driver.managed"):
+    with caplog.at_level(logging.WARNING, logger="sriov_dra.prepare.managed"):
         assert env.prepare(ca).error == ""
     assert failing.refused == 2  # cb's shadow was tried again in ca's merge, and failed again
     (shadow,) = env.shadows()

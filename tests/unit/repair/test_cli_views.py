@@ -9,14 +9,15 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from driver import cli_inspect, kube
-from driver.cli import cli
-from driver.cli_common import table
-from driver.cli_inspect import interface_rows, manual_conflicts
-from driver.cli_orphans import render_scan
-from driver.orphans import correlate
 from sriov_contract.keys import NETWORK_STATUS_ANNOTATION, NETWORKS_ANNOTATION, REGISTRY_ANNOTATION
 from sriov_contract.registry import parse_registry
+from sriov_dra.cli import cli
+from sriov_dra.cli import inspect as cli_inspect
+from sriov_dra.cli.common import table
+from sriov_dra.cli.inspect import interface_rows, manual_conflicts
+from sriov_dra.cli.orphans import render_scan
+from sriov_dra.kube import resources as kube
+from sriov_dra.recovery.orphans import correlate
 from tests.unit.driver.sysfs_tree import add_pf
 from tests.unit.managed.env import NAME_ATTR, NODE_UID, NS, Env, vf_config
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-import driver.orphans
-from driver.orphans import ORPHAN, checkpoint_bindings, correlate
+import sriov_dra.recovery.orphans
 from sriov_contract.binding import parse_binding
 from sriov_contract.keys import BINDING_ANNOTATION
+from sriov_dra.recovery.orphans import ORPHAN, checkpoint_bindings, correlate
 from tests.unit.managed.env import NODE_UID, Env, vf_config
 
 VFS = ("0000-17-00-1", "0000-17-00-2", "0000-17-00-3")
@@ -35,7 +35,7 @@ def parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         seen.append(text)
         return parse_binding(text)
 
-    monkeypatch.setattr(driver.orphans, "parse_binding", counting)
+    monkeypatch.setattr(sriov_dra.recovery.orphans, "parse_binding", counting)
     return seen
 
 

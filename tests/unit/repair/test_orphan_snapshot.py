@@ -3,7 +3,7 @@ before it creates the shadow, so a binding prepared while a scan runs is never a
 
 from __future__ import annotations
 
-from driver.orphans import ORPHAN, scan
+from sriov_dra.recovery.orphans import ORPHAN, scan
 from tests.unit.managed.env import NODE_UID, Env, vf_config
 from tests.unit.managed.fakeapi import Obj
 

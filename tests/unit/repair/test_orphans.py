@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from driver.cli_preflight import DRIVER_RIGHTS
-from driver.orphans import ORPHAN, OrphanError, correlate, finalize_orphan, scan
 from sriov_contract.keys import NODE_UID_LABEL, PROTECTION_FINALIZER
+from sriov_dra.cli.preflight import DRIVER_RIGHTS
+from sriov_dra.recovery.orphans import ORPHAN, OrphanError, correlate, finalize_orphan, scan
 from tests.support.deploy import DRIVER_NEEDS
 from tests.unit.managed.env import NODE_UID, NS, Env, vf_config
 from tests.unit.managed.fakeapi import Obj

@@ -12,12 +12,13 @@ from typing import Any
 
 import pytest
 
-from driver.apierrors import ApiError, api_error
-from driver.events import BindingReporter, EventRecorder, InvolvedObject
-from driver.metrics import CountingSlices, DriverMetrics
-from driver.repair import BACKING_OFF, RepairWorker, backoff, jittered
 from sriov_contract.keys import PROTECTION_FINALIZER, REGISTRY_ANNOTATION
 from sriov_contract.registry import parse_registry
+from sriov_dra.apierrors import ApiError, api_error
+from sriov_dra.core.backoff import backoff, jittered
+from sriov_dra.observe.events import BindingReporter, EventRecorder, InvolvedObject
+from sriov_dra.observe.metrics import CountingSlices, DriverMetrics
+from sriov_dra.recovery.repair import BACKING_OFF, RepairWorker
 from tests.support.checkpoint import managed_binding
 from tests.unit.managed.env import NS, Env, vf_config
 from tests.unit.managed.fakeapi import Fault, Obj

@@ -3,10 +3,10 @@ own, and every other one takes the live read-and-repair path exactly as without 
 
 from __future__ import annotations
 
-from driver.kubeletplugin.api import ClaimRef
-from driver.repair import RepairWorker
-from driver.shadowmatch import ShadowIndex, index_shadows
 from sriov_contract.keys import PROTECTION_FINALIZER
+from sriov_dra.core.shadowmatch import ShadowIndex, index_shadows
+from sriov_dra.kubeletplugin.api import ClaimRef
+from sriov_dra.recovery.repair import RepairWorker
 from tests.unit.managed.env import NODE_UID, NS, Env, vf_config
 from tests.unit.managed.fakeapi import Fault, Obj
 

@@ -1,0 +1,278 @@
+"""Building the delegate list exactly as Multus does (pure, except confDir file reads).
+
+Order: cluster network (master) + defaultNetworks + the networks annotation; the
+v1.multus-cni.io/default-network annotation replaces the master. NAD configs come inline or from
+confDir, a missing name is filled from metadata.name, and per-selection cni-args are merged into
+args.cni. Interface names follow Multus's getIfname with non-compacted indices, and the whole
+list is collision-checked before anything runs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from cni_shim.core import jsonbytes, network
+from cni_shim.core.protocol import validate_ifname
+from cni_shim.errors import INVALID_NETWORK_CONFIG, CniError, KubeApiError, config_error
+from sriov_contract.networks import NetworkSelection, parse_network_selections
+from sriov_contract.rawjson import JsonObject
+
+DEFAULT_NETWORK_ANNOTATION = "v1.multus-cni.io/default-network"
+_CONF_EXTENSIONS = (".conf", ".json", ".conflist")
+_DEVINFO_DIR = "/var/run/k8s.cni.cncf.io/devinfo/cni/"
+
+NadGetter = Callable[[str, str], "dict[str, Any] | None"]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A delegate before interface naming: its name, exact config bytes and the selection behind it."""
+
+    name: str
+    conf: bytes
+    master: bool = False
+    selection: NetworkSelection | None = None
+    managed: bool = False
+
+
+def _err(reason: str, message: str) -> CniError:
+    return CniError(reason, message, INVALID_NETWORK_CONFIG)
+
+
+def find_in_dir(wanted: str, directory: str) -> bytes:
+    """NAD-client GetCNIConfigFromFile: the first file (by name) whose network name matches."""
+    try:
+        files = sorted(f for f in os.listdir(directory) if f.endswith(_CONF_EXTENSIONS))
+    except OSError:
+        files = []
+    if not files:
+        raise _err("NoNetworkFound", f"no networks found in {directory}")
+    for fname in files:
+        path = os.path.join(directory, fname)
+        data = _read_file(path)
+        try:
+            net = network.parse(data, f"CNI config file {path}")
+        except CniError as exc:
+            raise _err("InvalidNetworkFile", f"error loading CNI config file {path}: {exc.message}") from exc
+        if fname.endswith(".conflist") != net.conflist:
+            raise _err(
+                "InvalidNetworkFile", f"error loading CNI config file {path}: wrong shape for its extension"
+            )
+        if wanted in ("", net.name):
+            return data
+    raise _err("NoNetworkFound", f"no network available in the name {wanted} in cni dir {directory}")
+
+
+def _read_file(path: str) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise _err("InvalidNetworkFile", f"cannot read CNI config file {path}: {exc.strerror}") from exc
+
+
+def spec_config(nad: Mapping[str, Any]) -> bytes:
+    """The exact UTF-8 bytes of a NAD's spec.config (empty for file-backed NADs)."""
+    meta = nad.get("metadata") or {}
+    what = f"NetworkAttachmentDefinition {meta.get('namespace')}/{meta.get('name')}"
+    spec = nad.get("spec") or {}
+    text = spec.get("config", "") if isinstance(spec, dict) else ""
+    if not isinstance(text, str):
+        raise config_error(f"{what}: spec.config must be a string")
+    try:
+        return text.encode()
+    except UnicodeEncodeError as exc:
+        raise config_error(f"{what}: spec.config is not valid Unicode text ({exc.reason})") from exc
+
+
+def nad_config(nad: Mapping[str, Any], conf_dir: str) -> bytes:
+    """NAD -> CNI bytes: empty spec.config means a file in confDir; an absent name is filled in."""
+    meta = nad.get("metadata") or {}
+    nad_name = str(meta.get("name", ""))
+    raw = spec_config(nad)
+    if not raw:
+        return find_in_dir(nad_name, conf_dir)
+    obj = network.decode(
+        raw, f"spec.config of NetworkAttachmentDefinition {meta.get('namespace')}/{nad_name}"
+    )
+    if obj.get("name") in (None, ""):
+        obj["name"] = nad_name
+        return jsonbytes.dumps_sorted(obj).encode()
+    return raw
+
+
+def _merge_cni_args(target: JsonObject, cni_args: JsonObject) -> None:
+    args = target.get("args")
+    if not isinstance(args, dict):
+        target["args"] = JsonObject(cni=JsonObject(cni_args))
+        return
+    existing = args.get("cni")
+    merged = JsonObject(existing) if isinstance(existing, dict) else JsonObject()
+    merged.update(cni_args)
+    args["cni"] = merged
+
+
+def load(conf: bytes, selection: NetworkSelection | None, what: str, managed: bool = False) -> Candidate:
+    """Multus LoadDelegateNetConf: validate the shape, merge cni-args, name the delegate."""
+    net = network.parse(conf, what)
+    if selection is not None and selection.cni_args:
+        obj = network.decode(conf, what)
+        for plugin in obj["plugins"] if net.conflist else [obj]:  # type: ignore[union-attr]
+            _merge_cni_args(plugin, selection.cni_args)  # type: ignore[arg-type]
+        conf = jsonbytes.dumps_sorted(obj).encode()
+    name = f"{selection.namespace}/{selection.name}" if selection is not None and selection.name else net.name
+    return Candidate(name=name, conf=conf, selection=selection, managed=managed)
+
+
+def resolve_network(value: str, namespace: str, conf_dir: str, get_nad: NadGetter | None) -> Candidate:
+    """clusterNetwork/defaultNetworks entry: NAD, then CNI name in confDir, or a file/dir path."""
+    if "/" not in value:
+        if get_nad is not None:
+            try:
+                nad = get_nad(namespace, value)
+                if nad is not None:
+                    cand = load(
+                        nad_config(nad, conf_dir), None, f"NetworkAttachmentDefinition {namespace}/{value}"
+                    )
+                    return replace(cand, name=f"{namespace}/{value}")
+            except KubeApiError:
+                raise  # an unreachable API fails visibly; a local file is no stand-in for a live read
+            except CniError:
+                pass  # Multus falls through to a confDir lookup on a missing or unusable NAD
+        try:
+            return load(find_in_dir(value, conf_dir), None, f"network {value} in {conf_dir}")
+        except CniError as exc:
+            raise _err("NoNetworkFound", f"cannot find network: {value}") from exc
+    if os.path.isdir(value):
+        files = sorted(f for f in os.listdir(value) if f.endswith(_CONF_EXTENSIONS))
+        if not files:
+            raise _err("NoNetworkFound", f"cannot find network: {value}")
+        value = os.path.join(value, files[0])
+    return load(_read_file(value), None, f"CNI config file {value}")
+
+
+def default_network_selection(pod: Mapping[str, Any], default_namespace: str) -> NetworkSelection | None:
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    if DEFAULT_NETWORK_ANNOTATION not in annotations:
+        return None
+    value = annotations[DEFAULT_NETWORK_ANNOTATION]
+    selections = parse_network_selections(value, default_namespace) if value else []
+    if len(selections) != 1:
+        raise config_error(
+            f"annotation {DEFAULT_NETWORK_ANNOTATION} must name exactly one network, got {value!r}; fix the Pod annotation"
+        )
+    return selections[0]
+
+
+def check_isolation(
+    selections: Sequence[NetworkSelection], pod_namespace: str, global_namespaces: Sequence[str]
+) -> None:
+    for sel in selections:
+        if sel.namespace != pod_namespace and sel.namespace not in global_namespaces:
+            raise CniError(
+                "NamespaceIsolationViolation",
+                f"namespace isolation enabled, annotation violates permission, pod is in namespace "
+                f"{pod_namespace} but refers to target namespace {sel.namespace}",
+                INVALID_NETWORK_CONFIG,
+            )
+
+
+def ifnames(candidates: Sequence[Candidate], runtime_ifname: str) -> list[str]:
+    """Multus getIfname over the final list, then the collision check the spec requires."""
+    names = []
+    for idx, cand in enumerate(candidates):
+        if cand.selection is not None and cand.selection.interface:
+            names.append(cand.selection.interface)
+        elif cand.master:
+            names.append(runtime_ifname)
+        else:
+            names.append(f"net{idx}")
+    seen: dict[str, str] = {}
+    for cand, name in zip(candidates, names, strict=True):
+        if problem := validate_ifname(name):
+            raise _err("InvalidInterfaceName", f"delegate {cand.name}: {problem} ({name!r})")
+        if name in seen:
+            raise _err(
+                "InterfaceNameCollision",
+                f"delegates {seen[name]} and {cand.name} would both create interface {name}; "
+                "give one of them a distinct interface in the networks annotation",
+            )
+        seen[name] = cand.name
+    return names
+
+
+def capability_args(
+    cand: Candidate, runtime_config: Mapping[str, Any], container_id: str, ifname: str
+) -> dict[str, Any]:
+    """Multus §4.7: the runtime's capability args, overridden per selection for non-master delegates."""
+    caps = dict(runtime_config)
+    sel = cand.selection
+    if sel is not None and not cand.master:
+        if sel.port_mappings:
+            caps["portMappings"] = [
+                {
+                    "hostPort": p.host_port,
+                    "containerPort": p.container_port,
+                    **({"protocol": p.protocol} if p.protocol else {}),
+                    **({"hostIP": p.host_ip} if p.host_ip else {}),
+                }
+                for p in sel.port_mappings
+            ]
+        if sel.bandwidth is not None:
+            b = sel.bandwidth
+            caps["bandwidth"] = {
+                "ingressRate": b.ingress_rate,
+                "ingressBurst": b.ingress_burst,
+                "egressRate": b.egress_rate,
+                "egressBurst": b.egress_burst,
+            }
+        if sel.ips:
+            caps["ips"] = list(sel.ips)
+        if sel.mac:
+            caps["mac"] = sel.mac
+        if sel.infiniband_guid:
+            caps["infinibandGUID"] = sel.infiniband_guid
+        if sel.device_id:
+            caps["deviceID"] = sel.device_id
+    if caps.get("deviceID"):
+        caps["CNIDeviceInfoFile"] = _DEVINFO_DIR + f"{cand.name}-{container_id}_{ifname}".replace("/", "-")
+    return {k: v for k, v in caps.items() if v not in (None, "", [], {})}
+
+
+def add_args(cand: Candidate) -> tuple[tuple[str, str], ...]:
+    """The deprecated MAC=/IP= CNI_ARGS Multus appends on ADD (master included)."""
+    sel = cand.selection
+    if sel is None:
+        return ()
+    extra = []
+    if sel.mac:
+        extra.append(("MAC", sel.mac))
+    if sel.ips:
+        extra.append(("IP", ",".join(sel.ips)))
+    return tuple(extra)
+
+
+def _asks_default_route(sel: NetworkSelection | None) -> bool:
+    # Presence counts, even as []: Go decodes a present list to non-nil; null stays nil.
+    return sel is not None and any(k.lower() == "default-route" and v is not None for k, v in sel.raw.items())
+
+
+def route_override(candidates: Sequence[Candidate]) -> bool:
+    """Multus §5.3: once any selection carries default-route, every interface's defaults are replaced."""
+    return any(_asks_default_route(c.selection) for c in candidates)
+
+
+def check_default_routes(candidates: Sequence[Candidate]) -> None:
+    """Multus refuses more than one requested default gateway per address family (no ECMP)."""
+    v4 = v6 = 0
+    for cand in candidates:
+        for gw in cand.selection.default_route if cand.selection is not None else ():
+            if ":" in gw:
+                v6 += 1
+            else:
+                v4 += 1
+    if v4 > 1 or v6 > 1:
+        raise config_error("multus does not support ECMP for default-route; request one gateway per family")

@@ -1,0 +1,198 @@
+"""The managed-shadow guard (spec 10.3): metadata-only checks before any delegate runs, ADD only.
+
+Given the Pod already fetched, the selection, the shadow NAD and its exact spec.config bytes,
+decide whether this shadow really belongs to this Pod and VF. It reads nothing: no
+ResourceClaim, no ResourceSlice, no device plugin. Each rejection names the failed check in a
+stable reason. NADs without the binding annotation are ordinary and never reach this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from cni_shim.core.delegates import spec_config
+from cni_shim.errors import INVALID_NETWORK_CONFIG, CniError
+from sriov_contract import keys, rawjson
+from sriov_contract.binding import Binding, parse_binding
+from sriov_contract.errors import ContractError
+from sriov_contract.identity import config_sha256
+from sriov_contract.networks import NetworkSelection
+from sriov_contract.registry import Registry, parse_registry
+
+# Metaplugins allowed after the one sriov entry of a managed conflist (spec 7, step 5).
+CHAIN_ALLOWLIST = ("tuning",)
+
+
+def _reject(check: str, what: str, why: str) -> CniError:
+    return CniError(
+        f"ManagedShadow{check}",
+        f"managed shadow {what} refused before any delegate ran: {why}",
+        INVALID_NETWORK_CONFIG,
+    )
+
+
+def pod_registry(pod: Mapping[str, Any]) -> Registry:
+    """The Pod's registry annotation (the caller checked it is present), validated against the Pod."""
+    meta = pod.get("metadata") or {}
+    text = (meta.get("annotations") or {}).get(keys.REGISTRY_ANNOTATION)
+    what = f"Pod {meta.get('namespace')}/{meta.get('name')}"
+    try:
+        registry = parse_registry(str(text))
+    except ContractError as exc:
+        raise _reject("RegistryInvalid", what, f"{keys.REGISTRY_ANNOTATION} is unusable ({exc})") from exc
+    if registry.pod_uid != meta.get("uid"):
+        raise _reject(
+            "RegistryPodMismatch",
+            what,
+            f"registry names Pod UID {registry.pod_uid}, Pod is {meta.get('uid')}",
+        )
+    return registry
+
+
+def check_registry(registry: Registry, selections: Sequence[NetworkSelection], pod_label: str) -> None:
+    """Every registered managed selection appears exactly once, with its recorded interface."""
+    for entry in registry.entries:
+        matches = [s for s in selections if (s.namespace, s.name) == (entry.namespace, entry.name)]
+        what = f"{entry.namespace}/{entry.name} of Pod {pod_label}"
+        if len(matches) != 1:
+            raise _reject(
+                "SelectionCount",
+                what,
+                f"the registry lists it once but the networks annotation selects it {len(matches)} times",
+            )
+        if matches[0].interface != entry.interface:
+            raise _reject(
+                "SelectionOverride",
+                what,
+                f"selection asks for interface {matches[0].interface!r}, registry records {entry.interface!r}",
+            )
+
+
+def _static_sriov_pci(config: bytes, what: str) -> str:
+    """The one deviceID of a static sriov config (single plugin, or sriov first then allowlisted)."""
+    try:
+        obj = rawjson.loads(config)
+    except (rawjson.RawJsonError, RecursionError) as exc:
+        raise _reject("ConfigNotStaticSriov", what, f"spec.config is not JSON ({exc})") from exc
+    if not isinstance(obj, dict):
+        raise _reject("ConfigNotStaticSriov", what, "spec.config is not an object")
+    if "type" in obj and "plugins" in obj:
+        raise _reject("ConfigNotStaticSriov", what, "spec.config has both type and plugins")
+    plugins = [obj] if "type" in obj else obj.get("plugins")
+    if not isinstance(plugins, list) or not plugins or not all(isinstance(p, dict) for p in plugins):
+        raise _reject("ConfigNotStaticSriov", what, "spec.config has no plugin list")
+    types = [p.get("type") for p in plugins]  # type: ignore[union-attr]
+    if types[0] != "sriov" or any(t not in CHAIN_ALLOWLIST for t in types[1:]):
+        raise _reject(
+            "ConfigNotStaticSriov",
+            what,
+            f"plugin chain {types} is not sriov followed by {list(CHAIN_ALLOWLIST)}",
+        )
+    first: dict[str, Any] = plugins[0]  # type: ignore[assignment]
+    pci = first.get("deviceID")
+    if not isinstance(pci, str) or not pci:
+        raise _reject("ConfigNotStaticSriov", what, "the sriov plugin has no static deviceID")
+    if first.get("pciBusID") not in (None, pci):
+        raise _reject("PciMismatch", what, f"pciBusID {first.get('pciBusID')!r} differs from deviceID {pci}")
+    return pci
+
+
+def _check_selection(sel: NetworkSelection, binding: Binding, what: str) -> None:
+    if sel.device_id is not None and sel.device_id != binding.pci_address:
+        raise _reject(
+            "SelectionOverride",
+            what,
+            f"selection deviceID {sel.device_id} differs from bound PCI {binding.pci_address}",
+        )
+    if sel.interface != binding.interface:
+        raise _reject(
+            "SelectionOverride",
+            what,
+            f"selection interface {sel.interface!r} differs from bound {binding.interface!r}",
+        )
+    overrides = [
+        key
+        for key, value in (
+            ("ips", sel.ips),
+            ("mac", sel.mac),
+            ("infiniband-guid", sel.infiniband_guid),
+            ("default-route", sel.default_route),
+            ("portMappings", sel.port_mappings),
+            ("bandwidth", sel.bandwidth),
+            ("cni-args", sel.cni_args),
+        )
+        if value
+    ]
+    if overrides:
+        raise _reject(
+            "SelectionOverride", what, f"selection carries options {overrides} a managed shadow never has"
+        )
+
+
+def check_shadow(
+    nad: Mapping[str, Any],
+    selection: NetworkSelection,
+    pod: Mapping[str, Any],
+    registry: Registry | None,
+) -> None:
+    """All of spec 10.3 for one selected shadow; raises on the first failed check."""
+    meta = nad.get("metadata") or {}
+    pod_meta = pod.get("metadata") or {}
+    what = f"{meta.get('namespace')}/{meta.get('name')}"
+    annotations = meta.get("annotations") or {}
+    try:
+        binding = parse_binding(str(annotations[keys.BINDING_ANNOTATION]))
+    except ContractError as exc:
+        raise _reject("BindingInvalid", what, f"{keys.BINDING_ANNOTATION} is unusable ({exc})") from exc
+    if binding.pod_uid != pod_meta.get("uid"):
+        raise _reject("PodMismatch", what, f"bound to Pod UID {binding.pod_uid}, not {pod_meta.get('uid')}")
+    node = (pod.get("spec") or {}).get("nodeName")
+    if binding.node_name != node:
+        raise _reject("NodeMismatch", what, f"bound to node {binding.node_name}, Pod runs on {node}")
+    if meta.get("namespace") != pod_meta.get("namespace"):
+        raise _reject(
+            "NamespaceMismatch", what, f"a shadow must live in the Pod namespace {pod_meta.get('namespace')}"
+        )
+    owners = [
+        o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Pod" and o.get("apiVersion") == "v1"
+    ]
+    if [o.get("uid") for o in owners] != [pod_meta.get("uid")]:
+        raise _reject(
+            "OwnerMismatch", what, f"needs exactly one Pod ownerReference with UID {pod_meta.get('uid')}"
+        )
+    if keys.PROTECTION_FINALIZER not in (meta.get("finalizers") or []):
+        raise _reject("Unprotected", what, f"finalizer {keys.PROTECTION_FINALIZER} is missing")
+    if meta.get("deletionTimestamp"):
+        raise _reject("Terminating", what, f"it is being deleted since {meta['deletionTimestamp']}")
+    if keys.RESOURCE_NAME_ANNOTATION in annotations:
+        raise _reject("HasResourceName", what, f"annotation {keys.RESOURCE_NAME_ANNOTATION} must be absent")
+    config = spec_config(nad)
+    pci = _static_sriov_pci(config, what)
+    if pci != binding.pci_address:
+        raise _reject(
+            "PciMismatch", what, f"config deviceID {pci} differs from bound PCI {binding.pci_address}"
+        )
+    if config_sha256(config) != binding.config_sha256:
+        raise _reject("ConfigHashMismatch", what, "spec.config bytes differ from what the driver rendered")
+    _check_selection(selection, binding, what)
+    if registry is not None:
+        entries = [e for e in registry.entries if e.attachment_id == binding.attachment_id]
+        if len(entries) != 1:
+            raise _reject(
+                "NotRegistered",
+                what,
+                f"Pod registry lists attachment {binding.attachment_id} {len(entries)} times",
+            )
+        entry = entries[0]
+        if (entry.namespace, entry.name) != (
+            meta.get("namespace"),
+            meta.get("name"),
+        ) or entry.uid != meta.get("uid"):
+            raise _reject(
+                "RegistryMismatch",
+                what,
+                f"registry records {entry.namespace}/{entry.name} UID {entry.uid}, shadow UID is {meta.get('uid')}",
+            )
+        if entry.config_sha256 != binding.config_sha256 or entry.interface != binding.interface:
+            raise _reject("RegistryMismatch", what, "registry hash or interface disagrees with the binding")

@@ -1,0 +1,190 @@
+"""The shim's own network configuration: Multus's keys, Multus's defaults, plus liveNetworkConfigOnAdd.
+
+Go's JSON decoder matches field names case-insensitively, so an existing 00-multus.conf that
+spells a key differently still works; we fold the known keys the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from cni_shim.core import network
+from cni_shim.errors import DECODE_FAILURE, CniError, config_error
+
+DEFAULT_CONF_DIR = "/etc/cni/multus/net.d"
+DEFAULT_CNI_DIR = "/var/lib/cni/multus"
+DEFAULT_BIN_DIR = "/opt/cni/bin"
+# Only these runtime capability args survive into delegates (Multus's RuntimeConfig struct).
+RUNTIME_CONFIG_KEYS = (
+    "portMappings",
+    "bandwidth",
+    "ips",
+    "mac",
+    "infinibandGUID",
+    "deviceID",
+    "CNIDeviceInfoFile",
+)
+
+_KNOWN = (
+    "cniVersion",
+    "name",
+    "type",
+    "kubeconfig",
+    "clusterNetwork",
+    "defaultNetworks",
+    "delegates",
+    "confDir",
+    "cniDir",
+    "binDir",
+    "logFile",
+    "logLevel",
+    "logToStderr",
+    "runtimeConfig",
+    "readinessindicatorfile",
+    "namespaceIsolation",
+    "globalNamespaces",
+    "systemNamespaces",
+    "multusNamespace",
+    "retryDeleteOnError",
+    "liveNetworkConfigOnAdd",
+    "prevResult",
+    "cni.dev/valid-attachments",
+    "cni.dev/attachments",
+)
+_FOLD = {k.lower(): k for k in _KNOWN}
+
+
+@dataclass(frozen=True)
+class NetConf:
+    cni_version: str
+    name: str
+    kubeconfig: str = ""
+    cluster_network: str = ""
+    default_networks: tuple[str, ...] = ()
+    delegates: tuple[bytes, ...] = ()
+    conf_dir: str = DEFAULT_CONF_DIR
+    cni_dir: str = DEFAULT_CNI_DIR
+    bin_dir: str = DEFAULT_BIN_DIR
+    log_file: str = ""
+    log_level: str = ""
+    log_to_stderr: bool = True
+    runtime_config: dict[str, Any] = field(default_factory=dict)
+    readiness_indicator_file: str = ""
+    namespace_isolation: bool = False
+    global_namespaces: tuple[str, ...] = ("default",)
+    system_namespaces: tuple[str, ...] = ("kube-system",)
+    multus_namespace: str = "kube-system"
+    retry_delete_on_error: bool = False
+    live_network_config_on_add: bool = False
+    valid_attachments: tuple[tuple[str, str], ...] | None = None
+
+
+def decode_object(stdin: bytes) -> dict[str, Any]:
+    try:
+        raw = json.loads(stdin)
+    except (ValueError, RecursionError) as exc:
+        raise CniError(
+            "MalformedNetworkConfig", f"error unmarshalling network config: {exc}", DECODE_FAILURE
+        ) from exc
+    if not isinstance(raw, dict):
+        raise CniError(
+            "MalformedNetworkConfig",
+            f"network config must be a JSON object, got {type(raw).__name__}",
+            DECODE_FAILURE,
+        )
+    return raw
+
+
+def _typed(raw: dict[str, Any], key: str, kind: type | tuple[type, ...], default: Any) -> Any:
+    if key not in raw:
+        return default
+    value = raw[key]
+    if kind is bool and not isinstance(value, bool):
+        raise CniError("InvalidNetworkConfig", f"{key} must be a boolean, got {value!r:.80}", DECODE_FAILURE)
+    if not isinstance(value, kind):
+        raise CniError(
+            "InvalidNetworkConfig",
+            f"{key} must be {getattr(kind, '__name__', kind)}, got {type(value).__name__}",
+            DECODE_FAILURE,
+        )
+    return value
+
+
+def _strings(raw: dict[str, Any], key: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    value = _typed(raw, key, list, None)
+    if value is None:
+        return default if key not in raw else ()
+    if not all(isinstance(v, str) for v in value):
+        raise CniError("InvalidNetworkConfig", f"{key} must be a list of strings", DECODE_FAILURE)
+    return tuple(value)
+
+
+def _attachments(raw: dict[str, Any]) -> tuple[tuple[str, str], ...] | None:
+    key = "cni.dev/valid-attachments" if "cni.dev/valid-attachments" in raw else "cni.dev/attachments"
+    if key not in raw:
+        return None
+    value = raw[key]
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise config_error(f"{key} must be a list of {{containerID, ifname}} objects")
+    out = []
+    for item in value:
+        if not isinstance(item, dict) or not isinstance(item.get("containerID"), str):
+            raise config_error(f"{key} entries must be objects with a string containerID, got {item!r:.80}")
+        out.append((item["containerID"], str(item.get("ifname", ""))))
+    return tuple(out)
+
+
+def fold(obj: dict[str, Any]) -> dict[str, Any]:
+    """Go's decoder matches field names case-insensitively; fold the known keys to their spelling."""
+    return {_FOLD.get(k.lower(), k): v for k, v in obj.items()}
+
+
+def load(raw: dict[str, Any]) -> NetConf:
+    """Interpret an already decoded and folded shim config (skel checks passed) with Multus defaults."""
+    version = _typed(raw, "cniVersion", str, "")
+    delegates_raw = _typed(raw, "delegates", list, []) or []
+    cluster = _typed(raw, "clusterNetwork", str, "")
+    if not delegates_raw and not cluster:
+        raise config_error("at least one delegate/clusterNetwork must be specified")
+    delegates: list[bytes] = []
+    if not cluster:
+        for idx, item in enumerate(delegates_raw):
+            if not isinstance(item, dict):
+                raise config_error(f"failed to load delegate {idx} config: it must be a JSON object")
+            encoded = json.dumps(item, sort_keys=True, separators=(",", ":")).encode()
+            network.parse(encoded, f"delegate {idx} of the shim config")
+            delegates.append(encoded)
+    global_ns = _typed(raw, "globalNamespaces", str, "")
+    runtime = _typed(raw, "runtimeConfig", dict, {}) or {}
+    conf = NetConf(
+        cni_version=version,
+        name=_typed(raw, "name", str, ""),
+        kubeconfig=_typed(raw, "kubeconfig", str, ""),
+        cluster_network=cluster,
+        default_networks=_strings(raw, "defaultNetworks", ()),
+        delegates=tuple(delegates),
+        conf_dir=_typed(raw, "confDir", str, DEFAULT_CONF_DIR),
+        cni_dir=_typed(raw, "cniDir", str, DEFAULT_CNI_DIR),
+        bin_dir=_typed(raw, "binDir", str, DEFAULT_BIN_DIR),
+        log_file=_typed(raw, "logFile", str, ""),
+        log_level=_typed(raw, "logLevel", str, ""),
+        log_to_stderr=_typed(raw, "logToStderr", bool, True),
+        runtime_config={k: runtime[k] for k in RUNTIME_CONFIG_KEYS if k in runtime},
+        readiness_indicator_file=_typed(raw, "readinessindicatorfile", str, ""),
+        namespace_isolation=_typed(raw, "namespaceIsolation", bool, False),
+        global_namespaces=tuple(s.strip() for s in global_ns.split(",")) if global_ns else ("default",),
+        system_namespaces=_strings(raw, "systemNamespaces", ("kube-system",)),
+        multus_namespace=_typed(raw, "multusNamespace", str, "kube-system"),
+        retry_delete_on_error=_typed(raw, "retryDeleteOnError", bool, False),
+        live_network_config_on_add=_typed(raw, "liveNetworkConfigOnAdd", bool, False),
+        valid_attachments=_attachments(raw),
+    )
+    if "prevResult" in raw and raw["prevResult"] is not None:
+        from cni_shim.core import results  # noqa: PLC0415 - only DEL/CHECK carry a prevResult
+
+        results.to_current(raw["prevResult"], version)
+    return conf

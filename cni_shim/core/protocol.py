@@ -1,0 +1,157 @@
+"""The CNI executable protocol (skel semantics): environment checks, verbs, version gates, output.
+
+This is the only place that knows how a request arrives as environment plus stdin bytes and
+how a result or error leaves as stdout JSON and an exit status.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cni_shim.core import versions
+from cni_shim.errors import (
+    DECODE_FAILURE,
+    INCOMPATIBLE_VERSION,
+    INVALID_ENVIRONMENT,
+    INVALID_NETWORK_CONFIG,
+    CniError,
+)
+
+COMMANDS = ("ADD", "DEL", "CHECK", "STATUS", "GC", "VERSION")
+_ID = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$")
+_REQUIRED = {
+    "ADD": ("CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_PATH"),
+    "CHECK": ("CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_PATH"),
+    "DEL": ("CNI_CONTAINERID", "CNI_IFNAME", "CNI_PATH"),
+    "GC": ("CNI_PATH",),
+    "STATUS": ("CNI_PATH",),
+    "VERSION": (),
+}
+# Minimum config version that allows the verb (skel's gates).
+_MIN_VERSION = {"CHECK": "0.4.0", "GC": "1.1.0", "STATUS": "1.1.0"}
+# The container ID names the delegate cache file, so it must fit a file name.
+MAX_CONTAINER_ID = 200
+_ENV_ORDER = ("CNI_COMMAND", "CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_ARGS", "CNI_PATH")
+
+
+@dataclass(frozen=True)
+class Request:
+    """One CNI invocation, independent of how it arrived (process env or a daemon socket)."""
+
+    command: str
+    container_id: str
+    netns: str
+    ifname: str
+    args: str
+    path: str
+    stdin: bytes
+    env: Mapping[str, str]
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], stdin: bytes) -> Request:
+        return cls(
+            command=env.get("CNI_COMMAND", ""),
+            container_id=env.get("CNI_CONTAINERID", ""),
+            netns=env.get("CNI_NETNS", ""),
+            ifname=env.get("CNI_IFNAME", ""),
+            args=env.get("CNI_ARGS", ""),
+            path=env.get("CNI_PATH", ""),
+            stdin=stdin,
+            env=dict(env),
+        )
+
+
+def valid_id(value: str) -> bool:
+    return _ID.match(value) is not None
+
+
+def _env_error(message: str, details: str = "") -> CniError:
+    return CniError("InvalidEnvironment", message, INVALID_ENVIRONMENT, details)
+
+
+def validate_ifname(name: str) -> str | None:
+    """Linux interface-name rules as libcni enforces them; returns what is wrong, or None."""
+    if not name:
+        return "interface name is empty"
+    if not name.isprintable() or any("\udc80" <= c <= "\udcff" for c in name):
+        return "interface name contains non-printable characters or bytes that are not UTF-8"
+    if len(name.encode()) > 15:
+        return "interface name is too long"
+    if name in (".", ".."):
+        return "interface name is . or .."
+    if any(c in name for c in "/:") or any(c.isspace() for c in name):
+        return "interface name contains / or : or whitespace characters"
+    return None
+
+
+def check_environment(req: Request) -> None:
+    """Skel's first pass: invalid present values fail at once, missing required ones are collected."""
+    if req.command and req.command not in COMMANDS:
+        return  # unknown verbs are reported after the config is decoded, as skel does
+    required = _REQUIRED.get(req.command, ())
+    missing = []
+    values = {
+        "CNI_COMMAND": req.command,
+        "CNI_CONTAINERID": req.container_id,
+        "CNI_NETNS": req.netns,
+        "CNI_IFNAME": req.ifname,
+        "CNI_ARGS": req.args,
+        "CNI_PATH": req.path,
+    }
+    for var in _ENV_ORDER:
+        value = values[var]
+        if var == "CNI_COMMAND":
+            if not value:
+                missing.append(var)
+            continue
+        if var not in required:
+            continue
+        if not value:
+            missing.append(var)
+        elif var == "CNI_CONTAINERID" and not _ID.match(value):
+            raise _env_error("invalid characters in containerID", value[:300])
+        elif var == "CNI_CONTAINERID" and len(value) > MAX_CONTAINER_ID:
+            raise _env_error(f"containerID is longer than {MAX_CONTAINER_ID} characters", value[:300])
+        elif var == "CNI_IFNAME" and (problem := validate_ifname(value)):
+            raise _env_error(problem, value[:300])
+    if missing:
+        raise _env_error(f"required env variables [{','.join(missing)}] missing")
+
+
+def check_config(command: str, raw: Mapping[str, Any]) -> str:
+    """Skel's config checks for a non-VERSION verb; returns the effective config version."""
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        raise CniError("MissingNetworkName", "missing network name", INVALID_NETWORK_CONFIG)
+    if not _ID.match(name):
+        raise CniError(
+            "InvalidNetworkName", "invalid characters found in network name", INVALID_NETWORK_CONFIG, name
+        )
+    version = raw.get("cniVersion", "")
+    if not isinstance(version, str):
+        raise CniError("InvalidCniVersion", "cniVersion must be a string", DECODE_FAILURE)
+    if command not in COMMANDS:
+        raise _env_error(f"unknown CNI_COMMAND: {command}")
+    minimum = _MIN_VERSION.get(command)
+    if minimum is not None:
+        versions.parse(version)
+        if not versions.at_least(version, minimum):
+            raise CniError(
+                "IncompatibleCniVersion",
+                f"config version does not allow {command}",
+                INCOMPATIBLE_VERSION,
+                f"config is {version!r}, {command} needs at least {minimum}",
+            )
+    return versions.require_supported(version)
+
+
+def render_result(result: Mapping[str, Any]) -> str:
+    return json.dumps(result, indent=4)
+
+
+def render_error(err: CniError, cni_version: str) -> str:
+    return json.dumps(err.to_json(cni_version), indent=4)

@@ -1,0 +1,233 @@
+"""A minimal standard-library Kubernetes client: the three calls the CNI shim makes.
+
+It speaks HTTP/1.1 over one kept-alive (TLS) socket itself: `http.client` pulls in the
+`email` package, which alone costs more start-up time than the rest of an ADD's imports.
+Every request has a short timeout so a slow API server fails the CNI call visibly inside the
+runtime's budget instead of hanging it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import ssl
+import urllib.parse
+from collections.abc import Mapping
+from typing import Any, BinaryIO
+
+from cni_shim.errors import KubeApiError
+from cni_shim.kube.kubeconfig import Connection
+
+REQUEST_TIMEOUT = 5.0
+NAD_PATH = "/apis/k8s.cni.cncf.io/v1/namespaces/{ns}/network-attachment-definitions/{name}"
+# A Pod or NAD is far below this; a bigger answer is refused rather than buffered.
+MAX_BODY = 32 * 1024 * 1024
+_MAX_LINE = 65536
+
+
+class _ProtocolError(Exception):
+    pass
+
+
+def _ssl_context(conn: Connection) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(
+        cafile=conn.ca_file or None, cadata=conn.ca_data.decode() if conn.ca_data else None
+    )
+    if conn.insecure:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    if conn.cert_data or conn.key_data:
+        import tempfile  # noqa: PLC0415 - only inline key material needs it
+
+        # ssl only loads key material from files; keep them in a private directory briefly.
+        with tempfile.TemporaryDirectory(prefix="cni-shim-") as tmp:
+            cert = os.path.join(tmp, "cert.pem")
+            key = os.path.join(tmp, "key.pem")
+            for target, data, src in (
+                (cert, conn.cert_data, conn.cert_file),
+                (key, conn.key_data, conn.key_file),
+            ):
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data or _read(src))
+            ctx.load_cert_chain(cert, key)
+    elif conn.cert_file:
+        ctx.load_cert_chain(conn.cert_file, conn.key_file or None)
+    return ctx
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
+def _line(stream: BinaryIO) -> bytes:
+    line = stream.readline(_MAX_LINE + 1)
+    if not line:
+        raise _ProtocolError("connection closed by the server")
+    if len(line) > _MAX_LINE:
+        raise _ProtocolError("header line too long")
+    return line
+
+
+def _read_exact(stream: BinaryIO, size: int) -> bytes:
+    if size > MAX_BODY:
+        raise _ProtocolError(f"response body of {size} bytes is larger than {MAX_BODY}")
+    data = stream.read(size)
+    if len(data) != size:
+        raise _ProtocolError("response body truncated")
+    return data
+
+
+def read_response(stream: BinaryIO) -> tuple[int, dict[str, str], bytes]:
+    """Parse one HTTP/1.1 response: status line, headers, then a sized or chunked body."""
+    parts = _line(stream).split(None, 2)
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+        raise _ProtocolError("not an HTTP/1.x response")
+    status = int(parts[1])
+    headers: dict[str, str] = {}
+    while (line := _line(stream)) not in (b"\r\n", b"\n"):
+        key, _, value = line.decode("latin-1").partition(":")
+        headers[key.strip().lower()] = value.strip()
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        chunks = []
+        total = 0
+        while (size := int(_line(stream).split(b";")[0].strip() or b"0", 16)) > 0:
+            total += size
+            chunks.append(_read_exact(stream, size if total <= MAX_BODY else MAX_BODY + 1))
+            _line(stream)
+        while _line(stream) not in (b"\r\n", b"\n"):
+            pass  # trailers
+        return status, headers, b"".join(chunks)
+    if "content-length" in headers:
+        return status, headers, _read_exact(stream, int(headers["content-length"]))
+    headers["connection"] = "close"
+    body = stream.read(MAX_BODY + 1)
+    if len(body) > MAX_BODY:
+        raise _ProtocolError("response body too large")
+    return status, headers, body
+
+
+class KubeClient:
+    pod_reads_live = True
+
+    def __init__(self, conn: Connection, timeout: float = REQUEST_TIMEOUT) -> None:
+        url = urllib.parse.urlsplit(conn.server)
+        self._https = url.scheme == "https"
+        self._host = url.hostname or ""
+        self._port = url.port or (443 if self._https else 80)
+        self._prefix = url.path.rstrip("/")
+        self._conn = conn
+        self._timeout = timeout
+        self._ctx: ssl.SSLContext | None = None
+        self._sock: socket.socket | None = None
+        self._stream: BinaryIO | None = None
+
+    def _connect(self) -> BinaryIO:
+        if self._stream is None:
+            sock = socket.create_connection((self._host, self._port), timeout=self._timeout)
+            if self._https:
+                if self._ctx is None:
+                    self._ctx = _ssl_context(self._conn)
+                sock = self._ctx.wrap_socket(sock, server_hostname=self._conn.tls_server_name or self._host)
+            self._sock = sock
+            self._stream = sock.makefile("rb")
+        return self._stream
+
+    def _token(self) -> str:
+        token = self._conn.token
+        if not token and self._conn.token_file:
+            try:
+                token = _read(self._conn.token_file).decode("ascii").strip()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise KubeApiError(
+                    f"cannot read the bearer token file {self._conn.token_file}: {exc}", 401
+                ) from exc
+        if any(c in token for c in "\r\n") or not token.isascii():
+            raise KubeApiError("the bearer token must be one line of ASCII; fix the kubeconfig", 401)
+        return token
+
+    def request(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> tuple[int, bytes]:
+        payload = json.dumps(body).encode() if body is not None else b""
+        token = self._token()
+        head = [
+            f"{method} {self._prefix}{path} HTTP/1.1",
+            f"Host: {self._host}:{self._port}",
+            "Accept: application/json",
+            "User-Agent: cni-shim",
+            f"Content-Length: {len(payload)}",
+        ]
+        if body is not None:
+            head.append("Content-Type: application/json")
+        if token:
+            head.append(f"Authorization: Bearer {token}")
+        message = ("\r\n".join(head) + "\r\n\r\n").encode() + payload
+        for attempt in (1, 2):
+            reused = self._stream is not None
+            try:
+                stream = self._connect()
+                assert self._sock is not None
+                self._sock.sendall(message)
+                status, headers, data = read_response(stream)
+            except (OSError, _ProtocolError, ValueError) as exc:
+                self.close()
+                # A kept-alive socket the server already closed is retried once on a fresh one.
+                if reused and attempt == 1 and not isinstance(exc, TimeoutError):
+                    continue
+                raise KubeApiError(f"{method} {path} on {self._conn.server} failed: {exc}", 0) from exc
+            if headers.get("connection", "").lower() == "close":
+                self.close()
+            return status, data
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    def _get(self, path: str, what: str) -> dict[str, Any] | None:
+        status, data = self.request("GET", path)
+        if status == 404:
+            return None
+        if status != 200:
+            raise KubeApiError(f"GET {what} returned HTTP {status}: {_reason(data)}", status)
+        try:
+            doc = json.loads(data)
+        except (ValueError, RecursionError) as exc:
+            raise KubeApiError(f"GET {what} returned a body that is not JSON", 0) from exc
+        if not isinstance(doc, dict):
+            raise KubeApiError(f"GET {what} returned a body that is not an object", 0)
+        return doc
+
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        path = f"/api/v1/namespaces/{_q(namespace)}/pods/{_q(name)}"
+        return self._get(path, f"pod {namespace}/{name}")
+
+    def get_nad(self, namespace: str, name: str) -> dict[str, Any] | None:
+        path = NAD_PATH.format(ns=_q(namespace), name=_q(name))
+        return self._get(path, f"network-attachment-definition {namespace}/{name}")
+
+    def replace_pod_status(self, pod: Mapping[str, Any]) -> None:
+        meta = pod["metadata"]
+        path = f"/api/v1/namespaces/{_q(meta['namespace'])}/pods/{_q(meta['name'])}/status"
+        status, data = self.request("PUT", path, pod)
+        if status != 200:
+            raise KubeApiError(
+                f"status update failed for pod {meta['namespace']}/{meta['name']}: HTTP {status}: {_reason(data)}",
+                status,
+            )
+
+
+def _q(segment: str) -> str:
+    return urllib.parse.quote(segment, safe="")
+
+
+def _reason(data: bytes) -> str:
+    try:
+        return str(json.loads(data).get("message", ""))[:500]
+    except (ValueError, AttributeError):
+        return data[:200].decode(errors="replace")

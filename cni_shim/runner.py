@@ -1,0 +1,241 @@
+"""libcni semantics for running one delegate network: stdin injection, chaining, result cache.
+
+Orchestration only: plugin processes run through the injected Executor and delegate results
+persist through the injected CacheStore.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cni_shim.core import jsonbytes, results, versions
+from cni_shim.core.network import Network
+from cni_shim.errors import INCOMPATIBLE_VERSION, CniError
+from cni_shim.ports import CacheStore, Executor
+from sriov_contract.rawjson import JsonObject
+
+Json = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """Everything that identifies one delegate invocation besides its config."""
+
+    container_id: str
+    netns: str
+    ifname: str
+    cni_args: tuple[tuple[str, str], ...]
+    capability_args: Mapping[str, Any]
+    search_path: tuple[str, ...]
+    base_env: Mapping[str, str] = field(default_factory=dict)
+
+
+def cache_key(network_name: str, container_id: str, ifname: str) -> str:
+    return f"{network_name}-{container_id}-{ifname}"
+
+
+def plugin_env(command: str, att: Attachment) -> dict[str, str]:
+    env = dict(att.base_env)
+    env.update(
+        CNI_COMMAND=command,
+        CNI_CONTAINERID=att.container_id,
+        CNI_NETNS=att.netns,
+        CNI_ARGS=";".join(f"{k}={v}" for k, v in att.cni_args),
+        CNI_IFNAME=att.ifname,
+        CNI_PATH=":".join(att.search_path),
+    )
+    return env
+
+
+def plugin_stdin(
+    net: Network,
+    plugin: JsonObject,
+    version: str,
+    capability_args: Mapping[str, Any],
+    *,
+    prev_result: Json | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> bytes:
+    conf: dict[str, Any] = dict(plugin)
+    conf["name"] = net.name
+    conf["cniVersion"] = version
+    caps = plugin.get("capabilities")
+    if isinstance(caps, dict):
+        runtime = {k: capability_args[k] for k, on in caps.items() if on is True and k in capability_args}
+        if runtime:
+            conf["runtimeConfig"] = runtime
+    if prev_result is not None:
+        conf["prevResult"] = results.convert(prev_result, version)
+    if extra:
+        conf.update(extra)
+    return jsonbytes.dumps_sorted(conf).encode()
+
+
+def _describe(net: Network, plugin: JsonObject, verb: str, err: CniError) -> CniError:
+    if not net.conflist:
+        return err
+    name = f' name="{plugin["name"]}"' if isinstance(plugin.get("name"), str) and plugin["name"] else ""
+    return CniError(
+        err.reason,
+        f'plugin type="{plugin["type"]}"{name} failed ({verb}): {err.message}',
+        err.code,
+        err.cni_details,
+    )
+
+
+def probe_versions(
+    executor: Executor, plugin: str, search_path: Sequence[str], base_env: Mapping[str, str]
+) -> tuple[str, ...]:
+    env = dict(base_env)
+    env.update(CNI_COMMAND="VERSION", CNI_PATH=":".join(search_path))
+    for var in ("CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_ARGS"):
+        env.pop(var, None)
+    out = executor.execute(plugin, search_path, env, json.dumps({"cniVersion": versions.CURRENT}).encode())
+    try:
+        info = json.loads(out)
+        supported = info["supportedVersions"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CniError(
+            "DelegateVersionUnknown", f"plugin {plugin!r} gave no usable VERSION answer: {exc}"
+        ) from exc
+    if not isinstance(supported, list):
+        raise CniError("DelegateVersionUnknown", f"plugin {plugin!r} VERSION supportedVersions is not a list")
+    return tuple(str(v) for v in supported)
+
+
+def negotiate(net: Network, fallback_version: str, supported_by: Mapping[str, Sequence[str]]) -> str:
+    """The version this delegate will be spoken to in: its own declared one(s), never one a plugin lacks."""
+    candidates = [v for v in net.candidate_versions if v] or [fallback_version or "0.1.0"]
+    common: set[str] = set(versions.SUPPORTED)
+    for plugin in net.plugins:
+        common &= set(supported_by[str(plugin["type"])])
+    chosen = versions.select(candidates, common)
+    if chosen is None:
+        raise CniError(
+            "IncompatibleDelegateVersion",
+            f"delegate network {net.name!r} declares cniVersion {candidates} but its plugins "
+            f"{[str(p['type']) for p in net.plugins]} only all support {sorted(common, key=versions.parse)}; "
+            "set a cniVersion every plugin of that network supports",
+            INCOMPATIBLE_VERSION,
+        )
+    return chosen
+
+
+class Runner:
+    """Runs ADD/DEL/CHECK/STATUS/GC for delegate networks on behalf of one shim invocation."""
+
+    def __init__(self, executor: Executor, store: CacheStore) -> None:
+        self._executor = executor
+        self._store = store
+
+    def _exec(self, plugin: JsonObject, att: Attachment, command: str, stdin: bytes) -> bytes:
+        return self._executor.execute(str(plugin["type"]), att.search_path, plugin_env(command, att), stdin)
+
+    def add(self, net: Network, version: str, att: Attachment) -> Json:
+        prev: Json | None = None
+        for plugin in net.plugins:
+            stdin = plugin_stdin(net, plugin, version, att.capability_args, prev_result=prev)
+            try:
+                out = self._exec(plugin, att, "ADD", stdin)
+                prev = results.to_current(_decode_result(out), version)
+            except CniError as err:
+                raise _describe(net, plugin, "add", err) from err
+        assert prev is not None  # a Network always has at least one plugin
+        self._store.save_result(
+            cache_key(net.name, att.container_id, att.ifname), self._cache_doc(net, att, prev, version)
+        )
+        return prev
+
+    def _cache_doc(self, net: Network, att: Attachment, result: Json, version: str) -> bytes:
+        doc = {
+            "kind": "cniCacheV1",
+            "containerId": att.container_id,
+            "config": base64.b64encode(net.raw).decode(),
+            "ifName": att.ifname,
+            "networkName": net.name,
+            "netns": att.netns,
+            "cniArgs": [list(p) for p in att.cni_args],
+            "capabilityArgs": dict(att.capability_args),
+            "result": results.convert(result, version),
+        }
+        return json.dumps(doc).encode()
+
+    def rewrite_default_routes(
+        self, net: Network, version: str, att: Attachment, gateways: Sequence[str]
+    ) -> None:
+        """Make the cached result (what DEL and CHECK see) match the replaced default routes."""
+        key = cache_key(net.name, att.container_id, att.ifname)
+        data = self._store.load_result(key)
+        if data is None:
+            return
+        doc = json.loads(data)
+        current = results.to_current(doc["result"], version)
+        routes = [r for r in current.get("routes", []) if not results.is_default_route(r)]
+        routes += [{"dst": "::/0" if ":" in gw else "0.0.0.0/0", "gw": gw} for gw in gateways]
+        current["routes"] = routes
+        doc["result"] = results.convert(current, version)
+        self._store.save_result(key, json.dumps(doc).encode())
+
+    def cached_result(self, net: Network, att: Attachment, version: str) -> Json | None:
+        data = self._store.load_result(cache_key(net.name, att.container_id, att.ifname))
+        if data is None:
+            return None
+        try:
+            doc = json.loads(data)
+            return results.to_current(doc.get("result", doc), version)
+        except (ValueError, AttributeError, CniError):
+            # An unreadable result cache must not block teardown (libcni >= 1.3 behaviour).
+            return None
+
+    def delete(self, net: Network, version: str, att: Attachment) -> None:
+        prev = self.cached_result(net, att, version) if versions.at_least(version, "0.4.0") else None
+        for plugin in reversed(net.plugins):
+            stdin = plugin_stdin(net, plugin, version, att.capability_args, prev_result=prev)
+            try:
+                self._exec(plugin, att, "DEL", stdin)
+            except CniError as err:
+                raise _describe(net, plugin, "delete", err) from err
+        self._store.remove_result(cache_key(net.name, att.container_id, att.ifname))
+
+    def check(self, net: Network, version: str, att: Attachment) -> None:
+        if net.disable_check or not versions.at_least(version, "0.4.0"):
+            return
+        prev = self.cached_result(net, att, version)
+        for plugin in net.plugins:
+            stdin = plugin_stdin(net, plugin, version, att.capability_args, prev_result=prev)
+            try:
+                self._exec(plugin, att, "CHECK", stdin)
+            except CniError as err:
+                raise _describe(net, plugin, "check", err) from err
+
+    def status(self, net: Network, version: str, att: Attachment) -> None:
+        if not versions.at_least(version, "1.1.0"):
+            return
+        for plugin in net.plugins:
+            self._exec(plugin, att, "STATUS", plugin_stdin(net, plugin, version, {}))
+
+    def gc(
+        self, net: Network, version: str, att: Attachment, valid: Sequence[tuple[str, str]]
+    ) -> list[CniError]:
+        if net.disable_gc or not versions.at_least(version, "1.1.0"):
+            return []
+        listed = [{"containerID": cid, "ifname": ifname} for cid, ifname in valid]
+        extra = {"cni.dev/valid-attachments": listed, "cni.dev/attachments": listed}
+        failures = []
+        for plugin in net.plugins:
+            try:
+                self._exec(plugin, att, "GC", plugin_stdin(net, plugin, version, {}, extra=extra))
+            except CniError as err:
+                failures.append(_describe(net, plugin, "gc", err))
+        return failures
+
+
+def _decode_result(out: bytes) -> Any:
+    try:
+        return json.loads(out)
+    except ValueError as exc:
+        raise CniError("InvalidDelegateResult", f"failed to unmarshal raw result: {exc}") from exc

@@ -1,0 +1,1 @@
+"""Node adapters: running plugin processes, files under cniDir, routes inside a netns, logs."""

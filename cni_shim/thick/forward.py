@@ -1,0 +1,217 @@
+"""The thick-mode shim: forward one CNI request to cni-shim-daemon over its unix socket.
+
+Standard library only and on the executable's hot path, so HTTP is spoken by hand (one request
+per connection, the daemon closes it) instead of through `http.client`, whose `email` import
+alone costs more than the whole round trip; for the same reason the C-level `_socket` and
+`cni_shim.thick.quickjson` stand in for `socket` and `json` (each about 10 ms to import). The wire shape is Multus's `/cni` API: a JSON body
+`{"env": {...}, "config": "<base64 stdin>"}`, answered 200 `{"Result": {...}}` (or an empty body),
+or 400 with CNI error JSON; 503 means the daemon is not ready and ran nothing.
+
+The request goes out at once: a daemon that is not serving (no socket, refused) or not ready
+(503) has done nothing, so the shim then waits on /readyz and sends it again. Asking /readyz
+first instead would cost every request a second connection and daemon thread.
+"""
+
+from __future__ import annotations
+
+import _socket
+import binascii
+import os
+import time
+
+from cni_shim.errors import INTERNAL, TRY_AGAIN_LATER, CniError
+from cni_shim.thick import quickjson
+
+SOCKET_NAME = "cni-shim.sock"
+NOT_READY = 503
+DEFAULT_READY_TIMEOUT = 30.0
+DEFAULT_REQUEST_TIMEOUT = 200.0
+READY_INTERVAL = 0.1
+_MAX_ANSWER = 16 * 1024 * 1024
+# Multus's shim keys, plus our two time budgets; matched case-insensitively as Go decodes them.
+_SOCKET_DIR_KEY = "daemonsocketdir"
+_READY_KEY = "daemonreadytimeout"
+_REQUEST_KEY = "daemonrequesttimeout"
+
+
+class NotServing(OSError):
+    """Nothing accepted the connection, so the daemon saw nothing of the request."""
+
+
+class Target:
+    """Where and how patiently to reach the daemon, from the shim's own config."""
+
+    def __init__(
+        self, socket_dir: str, ready_timeout: float, request_timeout: float, cni_version: str = ""
+    ) -> None:
+        self.path = os.path.join(socket_dir, SOCKET_NAME)
+        self.ready_timeout = ready_timeout
+        self.request_timeout = request_timeout
+        self.cni_version = cni_version
+
+
+def _seconds(value: object, default: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        return default
+    return float(value)
+
+
+def target(stdin: bytes) -> Target | None:
+    """The daemon to forward to, or None for thin mode (no daemonSocketDir in the config)."""
+    if b"aemonsocketdir" not in stdin.lower():
+        return None
+    try:
+        raw = quickjson.loads(stdin)
+    except (ValueError, RecursionError):
+        return None  # thin mode reports the malformed config exactly as it always does
+    if not isinstance(raw, dict):
+        return None
+    keys = {str(k).lower(): v for k, v in raw.items()}
+    socket_dir = keys.get(_SOCKET_DIR_KEY)
+    if not isinstance(socket_dir, str) or not socket_dir:
+        return None
+    return Target(
+        socket_dir,
+        _seconds(keys.get(_READY_KEY), DEFAULT_READY_TIMEOUT),
+        _seconds(keys.get(_REQUEST_KEY), DEFAULT_REQUEST_TIMEOUT),
+        version if isinstance(version := raw.get("cniVersion"), str) else "",
+    )
+
+
+def run(env: dict[str, str], stdin: bytes, where: Target) -> tuple[int, str, str]:
+    """The whole thick-mode invocation: (exit status, stdout, stderr), rendered as thin mode renders."""
+    try:
+        result = forward(env, stdin, where)
+    except CniError as err:
+        return 1, quickjson.dumps(err.to_json(where.cni_version), indent=4), ""
+    except Exception as exc:  # the runtime must get CNI error JSON, never a traceback
+        internal = CniError("InternalError", f"cni-shim failed unexpectedly: {type(exc).__name__}: {exc}")
+        return 1, quickjson.dumps(internal.to_json(where.cni_version), indent=4), ""
+    return 0, quickjson.dumps(result, indent=4) if result is not None else "", ""
+
+
+def _unavailable(where: Target, why: str) -> CniError:
+    return CniError(
+        "DaemonUnavailable",
+        f"cni-shim-daemon is not serving {where.path}: {why}; check the cni-shim-daemon Pod on this node",
+        TRY_AGAIN_LATER,
+    )
+
+
+def exchange(path: str, method: str, endpoint: str, body: bytes, timeout: float) -> tuple[int, bytes]:
+    """One HTTP/1.1 request on a fresh unix-socket connection; returns (status, body)."""
+    head = (
+        f"{method} {endpoint} HTTP/1.1\r\nHost: cni-shim-daemon\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        try:
+            sock.connect(path)
+        except OSError as exc:
+            raise NotServing(exc.errno, exc.strerror or str(exc)) from exc
+        sock.sendall(head + body)
+        chunks = []
+        size = 0
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > _MAX_ANSWER:
+                raise OSError(f"answer larger than {_MAX_ANSWER} bytes")
+    finally:
+        sock.close()
+    answer = b"".join(chunks)
+    header, sep, payload = answer.partition(b"\r\n\r\n")
+    parts = header.split(b" ", 2)
+    if not sep or len(parts) < 2 or not parts[1].isdigit():
+        raise OSError(f"not an HTTP answer: {answer[:200]!r}")
+    return int(parts[1]), payload
+
+
+def _wait_ready(where: Target, deadline: float) -> None:
+    while True:
+        try:
+            status, _ = exchange(where.path, "GET", "/readyz", b"", READY_INTERVAL * 10)
+            if status == 200:
+                return
+            why = f"/readyz answered {status} (shutting down)"
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+        if time.monotonic() + READY_INTERVAL > deadline:
+            raise _unavailable(where, f"not ready within {where.ready_timeout:g}s ({why})")
+        time.sleep(READY_INTERVAL)
+
+
+def forward(env: dict[str, str], stdin: bytes, where: Target) -> dict[str, object] | None:
+    """Send the request; returns the ADD result (None for other verbs) or raises the daemon's CniError."""
+    body = quickjson.dumps(
+        {"env": env, "config": binascii.b2a_base64(stdin, newline=False).decode()}
+    ).encode()
+    deadline = time.monotonic() + where.ready_timeout
+    while True:
+        try:
+            status, payload = _post(where, body)
+        except NotServing as exc:
+            status, why = NOT_READY, exc.strerror or str(exc)
+        else:
+            why = f"/cni answered {status} (not ready)"
+        if status != NOT_READY:
+            return _answer(status, payload)
+        if time.monotonic() + READY_INTERVAL > deadline:
+            raise _unavailable(where, f"not ready within {where.ready_timeout:g}s ({why})")
+        _wait_ready(where, deadline)
+
+
+def _post(where: Target, body: bytes) -> tuple[int, bytes]:
+    try:
+        return exchange(where.path, "POST", "/cni", body, where.request_timeout)
+    except NotServing:
+        raise
+    except TimeoutError as exc:
+        raise CniError(
+            "DaemonTimeout",
+            f"cni-shim-daemon did not answer within {where.request_timeout:g}s on {where.path}; "
+            "the request may still complete there, the runtime will retry",
+            TRY_AGAIN_LATER,
+        ) from exc
+    except OSError as exc:
+        raise _unavailable(where, f"the request was cut off ({exc.strerror or exc})") from exc
+
+
+def _answer(status: int, payload: bytes) -> dict[str, object] | None:
+    try:
+        doc = quickjson.loads(payload) if payload.strip() else None
+    except ValueError:
+        doc = None
+    if status == 200:
+        if doc is None:
+            return None
+        if isinstance(doc, dict) and isinstance(doc.get("Result"), dict):
+            result: dict[str, object] = doc["Result"]
+            return result
+    elif status == 400 and isinstance(doc, dict) and doc.get("msg"):
+        # Already the thin-mode error text and code; pass it on untouched.
+        raise RemoteError(doc)
+    raise CniError(
+        "DaemonProtocolError",
+        f"cni-shim-daemon answered {status} with {payload[:500]!r}; check that the shim and daemon versions match",
+        INTERNAL,
+    )
+
+
+class RemoteError(CniError):
+    """The daemon's CNI error JSON, carried to the runtime byte for byte."""
+
+    def __init__(self, doc: dict[str, object]) -> None:
+        code = doc.get("code")
+        super().__init__(
+            "DaemonReportedError",
+            str(doc.get("msg")),
+            code if isinstance(code, int) else INTERNAL,
+            str(doc.get("details") or ""),
+        )
+        self.doc = doc
+
+    def to_json(self, cni_version: str) -> dict[str, object]:
+        return self.doc

@@ -1,0 +1,57 @@
+"""Real adapters wired together: processes, files under cniDir, the live API server, wall clock."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+
+from cni_shim.core.netconf import NetConf
+from cni_shim.handler import Services
+from cni_shim.ports import KubeApi
+from cni_shim.system.cache import FileCacheStore
+from cni_shim.system.execution import ProcessExecutor
+from cni_shim.system.logs import Logger
+from cni_shim.system.routes import IpRoutes
+
+
+class SystemClock:
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+def kube_for(env: Mapping[str, str]) -> Callable[[NetConf], KubeApi | None]:
+    """kubeconfig key first, then in-cluster settings; no client at all means Multus's no-Kubernetes mode."""
+
+    def build(conf: NetConf) -> KubeApi | None:
+        from cni_shim.kube import kubeconfig, thin_client  # noqa: PLC0415 - http/ssl only when the API is used
+
+        if conf.kubeconfig:
+            return thin_client.KubeClient(kubeconfig.load(conf.kubeconfig))
+        connection = kubeconfig.in_cluster(env)
+        return thin_client.KubeClient(connection) if connection is not None else None
+
+    return build
+
+
+def services(env: Mapping[str, str]) -> Services:
+    clients: dict[str, KubeApi | None] = {}
+    build = kube_for(env)
+
+    def cached_kube(conf: NetConf) -> KubeApi | None:
+        # One connection per invocation: ADD reads the Pod, NADs and writes status over it.
+        if conf.kubeconfig not in clients:
+            clients[conf.kubeconfig] = build(conf)
+        return clients[conf.kubeconfig]
+
+    return Services(
+        executor=ProcessExecutor(),
+        store_for=FileCacheStore,
+        kube_for=cached_kube,
+        log_for=lambda conf: Logger(conf.log_level, conf.log_to_stderr, conf.log_file),
+        clock=SystemClock(),
+        delegate_env=dict(env),
+        routes=IpRoutes(),
+    )

@@ -1,0 +1,1 @@
+"""Advertising: sysfs discovery -> SriovResourcePolicy evaluation -> this node's ResourceSlices."""

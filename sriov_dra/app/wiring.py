@@ -1,0 +1,236 @@
+"""Wiring the node agent: which adapters each flow gets, and the threads that run them."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from kubernetes import client
+from kubernetes import config as kube_config
+
+from sriov_dra.advertise.controller import PolicyController
+from sriov_dra.advertise.inventory import DeviceState
+from sriov_dra.advertise.slices import SlicePublisher
+from sriov_dra.app.config import MULTUS, Config
+from sriov_dra.kube.resources import (
+    KubeClaims,
+    KubeEvents,
+    KubeNads,
+    KubePods,
+    KubePolicySource,
+    KubeShadowLister,
+    KubeSlices,
+    watch_forever,
+)
+from sriov_dra.kubeletplugin.api import NodeService
+from sriov_dra.kubeletplugin.health import HealthServer
+from sriov_dra.kubeletplugin.server import KubeletPlugin, SocketPaths
+from sriov_dra.observe.events import NULL_OBSERVER, BindingReporter, EventRecorder, PhaseObserver
+from sriov_dra.observe.metrics import CountingSlices, DriverMetrics
+from sriov_dra.ports import PolicySource
+from sriov_dra.prepare.consumer import ConsumerResolver
+from sriov_dra.prepare.devicestatus import DeviceStatusWriter
+from sriov_dra.prepare.host import HostPreparer
+from sriov_dra.prepare.managed import ManagedPreparer
+from sriov_dra.recovery.repair import RepairWorker
+from sriov_dra.state.cdi import CdiDir
+from sriov_dra.state.checkpoint import FileStorage, PreparedClaims
+from sriov_dra.sysfs.discovery import discover
+from sriov_dra.sysfs.vfdriver import SysfsVfDriver
+
+log = logging.getLogger("sriov-dra-driver")
+
+
+class TriggeredWorker(Protocol):
+    """A loop that runs until stop and can be woken early (PolicyController, RepairWorker)."""
+
+    def run(self, stop: threading.Event) -> None: ...
+
+    def trigger(self) -> None: ...
+
+
+def start_threads(
+    stop: threading.Event,
+    controller: TriggeredWorker,
+    sources: Sequence[tuple[str, Callable[..., Any], Mapping[str, Any]]],
+    watch: Callable[[str, Callable[..., Any], Mapping[str, Any], Callable[[], None], threading.Event], None],
+    name: str = "policy-reconcile",
+) -> list[threading.Thread]:
+    threads = [threading.Thread(target=controller.run, args=(stop,), name=name, daemon=True)]
+    threads += [
+        threading.Thread(
+            target=watch, args=(what, fn, kw, controller.trigger, stop), name=f"watch-{what}", daemon=True
+        )
+        for what, fn, kw in sources
+    ]
+    for t in threads:
+        t.start()
+    return threads
+
+
+def managed_service(
+    api: client.ApiClient,
+    *,
+    node_name: str,
+    node_uid: str,
+    host: HostPreparer,
+    checkpoint: PreparedClaims,
+    state: DeviceState,
+    source: PolicySource,
+    observer: PhaseObserver | None = None,
+) -> ManagedPreparer:
+    """The managed NodeService over the live API (--multus-auto-attach)."""
+    pods = KubePods(api)
+    claims = KubeClaims(api)
+
+    def eligible_attributes(name: str) -> Mapping[str, object] | None:
+        advertised = state.lookup(name)[1]
+        return None if advertised is None else dict(advertised.attributes)
+
+    return ManagedPreparer(
+        host=host,
+        resolver=ConsumerResolver(
+            pods=pods,
+            claims=claims,
+            node_name=node_name,
+            node_uid=node_uid,
+            live_node_uid=lambda: source.node()[0],
+        ),
+        nads=KubeNads(api),
+        pods=pods,
+        checkpoint=checkpoint,
+        node_name=node_name,
+        node_uid=node_uid,
+        eligible_attributes=eligible_attributes,
+        observer=observer or NULL_OBSERVER,
+        device_status=DeviceStatusWriter(claims),
+        shadow_lister=KubeShadowLister(api),
+    )
+
+
+def start_repair(
+    stop: threading.Event,
+    service: ManagedPreparer,
+    checkpoint: PreparedClaims,
+    *,
+    interval: float,
+    observer: PhaseObserver,
+    metrics: DriverMetrics,
+    sources: Sequence[tuple[str, Callable[..., Any], Mapping[str, Any]]],
+    watch: Callable[[str, Callable[..., Any], Mapping[str, Any], Callable[[], None], threading.Event], None],
+) -> RepairWorker:
+    """The repair worker's first pass, run now (before the plugin serves), then its thread and the
+    watches that wake it early."""
+    worker = RepairWorker(
+        service,
+        checkpoint.snapshot_all,
+        interval=interval,
+        observer=observer,
+        metrics=metrics,
+        listing=service.list_shadows,
+    )
+    outcomes = worker.run_once()
+    failed = {uid: why for uid, why in outcomes.items() if why}
+    log.info("start-up repair: %d claims, %d not converged %s", len(outcomes), len(failed), failed or "")
+    start_threads(stop, worker, sources, watch, name="repair")
+    return worker
+
+
+def run(cfg: Config, stop: threading.Event) -> None:
+    """Start everything, serve until `stop` is set, then shut down cleanly."""
+    paths = SocketPaths(cfg.registrar_dir, cfg.plugins_dir)
+    paths.plugin_dir.mkdir(parents=True, exist_ok=True, mode=0o750)
+    cfg.cdi_root.mkdir(parents=True, exist_ok=True, mode=0o750)
+    if cfg.kubeconfig:
+        api = kube_config.new_client_from_config(config_file=cfg.kubeconfig)  # type: ignore[no-untyped-call]
+    else:
+        kube_config.load_incluster_config()  # type: ignore[no-untyped-call]
+        api = client.ApiClient()
+
+    state = DeviceState(discover(cfg.sysfs_root))
+    log.info("discovered %d VFs under %s", len(state.inventory()), cfg.sysfs_root)
+    checkpoint_path = paths.plugin_dir / "checkpoint.json"
+    checkpoint = PreparedClaims(FileStorage(checkpoint_path), str(checkpoint_path))
+    log.info("checkpoint %s holds %d prepared claims", checkpoint_path, len(checkpoint.snapshot_all()))
+
+    source = KubePolicySource(api, cfg.namespace, cfg.node_name)
+    node_uid, _labels = source.node()
+    slices = KubeSlices(api, cfg.node_name)
+    managed = cfg.multus_auto_attach and cfg.configuration_mode == MULTUS
+    metrics = DriverMetrics()
+    metrics.watch_bindings(checkpoint.snapshot_all)
+    if cfg.metrics_port >= 0:
+        log.info("Prometheus metrics on port %d", metrics.serve(cfg.metrics_port))
+    controller = PolicyController(
+        source,
+        state,
+        SlicePublisher(CountingSlices(slices, metrics), cfg.node_name, node_uid),
+        managed=managed,
+    )
+    preparer = HostPreparer(
+        node_name=cfg.node_name,
+        claims=KubeClaims(api),
+        inventory=lambda name: state.lookup(name)[0],
+        checkpoint=checkpoint,
+        cdi_specs=CdiDir(cfg.cdi_root),
+        vf_driver=SysfsVfDriver(cfg.sysfs_root),
+    )
+    service: NodeService = preparer
+    if managed:
+        reporter = BindingReporter(EventRecorder(KubeEvents(api), host=cfg.node_name), metrics)
+        managed_preparer = managed_service(
+            api,
+            node_name=cfg.node_name,
+            node_uid=node_uid,
+            host=preparer,
+            checkpoint=checkpoint,
+            state=state,
+            source=source,
+            observer=reporter,
+        )
+        # The repair worker's first pass runs before kubelet can reach the plugin (spec 8.3).
+        start_repair(
+            stop,
+            managed_preparer,
+            checkpoint,
+            interval=cfg.repair_interval,
+            observer=reporter,
+            metrics=metrics,
+            sources=[KubeShadowLister(api).watch_source(node_uid)],
+            watch=watch_forever,
+        )
+        service = managed_preparer
+    # Eligibility must be known before kubelet can reach the plugin: a prepare that raced the first
+    # policy pass would be refused as DeviceNotEligible for a device that is in fact advertised.
+    try:
+        controller.reconcile()
+    except Exception:
+        log.exception("first policy reconcile failed; the reconcile loop retries")
+    plugin = KubeletPlugin(paths, service)
+    log.info("serving %s and %s", paths.dra_socket, paths.registration_socket)
+    health = HealthServer(paths, cfg.healthcheck_port) if cfg.healthcheck_port >= 0 else None
+    if health is not None:
+        log.info("gRPC health check on port %d", health.port)
+    start_threads(stop, controller, source.watch_sources(slices), watch_forever)
+    threading.Thread(target=_report_registration, args=(plugin, cfg.registrar_dir), daemon=True).start()
+    try:
+        stop.wait()
+    finally:
+        if health is not None:
+            health.stop()
+        plugin.stop()
+        api.close()
+        log.info("stopped")
+
+
+def _report_registration(plugin: KubeletPlugin, registry_dir: Path) -> None:
+    # Upstream aborts after 30 s without kubelet; we keep serving (kubelet may start later) but say so.
+    if plugin.registration.wait_registered(30.0):
+        log.info("kubelet registered the plugin")
+    else:
+        log.warning(
+            "kubelet has not registered the plugin after 30 s; is %s kubelet's plugin registry?", registry_dir
+        )

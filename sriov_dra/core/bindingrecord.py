@@ -1,0 +1,198 @@
+"""The versioned managed-binding record each prepared VF carries in the checkpoint (spec 6.3).
+
+It holds what the driver decided at the first prepare and must never re-decide: the frozen CNI
+bytes and their hash, the source NAD's identity, the interface name and plan position, the
+consuming Pod, and the observed shadow UID. The claim record and the prepared device supply the
+rest of the binding identity (Pod and claim UID, pool, device, PCI address).
+
+Phases: Pending (checkpointed, API work may be incomplete) -> Ready (shadow and Pod selection
+published) -> Deleting (kubelet authorized release) -> ReleaseComplete (hardware restored; only
+API/finalizer work remains). Release never goes backwards from ReleaseComplete.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Final
+
+from sriov_contract.binding import Binding, SourceRef
+from sriov_contract.errors import ReasonedError
+from sriov_contract.identity import BindingIdentity, config_sha256
+from sriov_contract.keys import PROTOCOL_VERSION
+from sriov_contract.registry import RegistryEntry
+from sriov_dra.core.claimrecord import ClaimRecord, PreparedDevice
+from sriov_dra.core.selection import ManagedBinding
+from sriov_dra.core.template import NamespacedName
+from sriov_dra.model import DRIVER_NAME
+
+RECORD_VERSION: Final = 1
+PENDING: Final = "Pending"
+READY: Final = "Ready"
+DELETING: Final = "Deleting"
+RELEASE_COMPLETE: Final = "ReleaseComplete"
+ACTIVE_PHASES: Final = frozenset({PENDING, READY})
+RELEASE_PHASES: Final = frozenset({DELETING, RELEASE_COMPLETE})
+PHASES: Final = ACTIVE_PHASES | RELEASE_PHASES
+
+
+class BindingRecordError(ReasonedError):
+    """A checkpointed managed binding is missing or malformed."""
+
+
+@dataclass(frozen=True)
+class BindingRecord:
+    phase: str
+    identity: BindingIdentity
+    node_name: str
+    pod_namespace: str
+    pod_name: str
+    plan_index: int
+    interface: str
+    pci_address: str
+    source: SourceRef
+    config: str
+    """The frozen spec.config text of the shadow, exactly as rendered."""
+    shadow_uid: str = ""
+
+    @property
+    def attachment_id(self) -> str:
+        return self.identity.attachment_id()
+
+    @property
+    def shadow_name(self) -> str:
+        return self.identity.shadow_name()
+
+    @property
+    def config_sha256(self) -> str:
+        return config_sha256(self.config.encode())
+
+    def binding(self) -> Binding:
+        """The binding annotation the shadow carries."""
+        return Binding(
+            version=PROTOCOL_VERSION,
+            attachment_id=self.attachment_id,
+            pod_uid=self.identity.pod_uid,
+            claim_uid=self.identity.claim_uid,
+            node_name=self.node_name,
+            node_uid=self.identity.node_uid,
+            source=self.source,
+            pci_address=self.pci_address,
+            interface=self.interface,
+            config_sha256=self.config_sha256,
+        )
+
+    def managed_selection(self) -> ManagedBinding:
+        """The Pod selection and registry entry; only valid once the shadow UID is known."""
+        entry = RegistryEntry(
+            attachment_id=self.attachment_id,
+            claim_uid=self.identity.claim_uid,
+            namespace=self.pod_namespace,
+            name=self.shadow_name,
+            uid=self.shadow_uid,
+            interface=self.interface,
+            config_sha256=self.config_sha256,
+        )
+        return ManagedBinding(entry, NamespacedName(self.source.namespace, self.source.name))
+
+    def with_phase(self, phase: str) -> BindingRecord:
+        return replace(self, phase=phase)
+
+    def with_shadow_uid(self, uid: str) -> BindingRecord:
+        return replace(self, shadow_uid=uid)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": RECORD_VERSION,
+            "phase": self.phase,
+            "attachmentID": self.attachment_id,
+            "nodeName": self.node_name,
+            "nodeUID": self.identity.node_uid,
+            "podNamespace": self.pod_namespace,
+            "podName": self.pod_name,
+            "planIndex": self.plan_index,
+            "interface": self.interface,
+            "source": self.source.to_dict(),
+            "config": self.config,
+            "configSHA256": self.config_sha256,
+            "shadowUID": self.shadow_uid,
+        }
+
+
+def _field(obj: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
+    value = obj.get(key)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise BindingRecordError(
+            "CorruptManagedBinding",
+            f"{where}: field {key!r} is missing or has the wrong type; the checkpoint was not changed. "
+            "Drain the node and inspect the checkpoint",
+        )
+    return value
+
+
+def record_of(claim: ClaimRecord, device: PreparedDevice) -> BindingRecord:
+    """Decode one device's managed binding; a device without one is a migration condition."""
+    where = f"claim {claim.namespace}/{claim.name} ({claim.claim_uid}) device {device.device}"
+    raw = device.managed_binding
+    if raw is None:
+        raise BindingRecordError(
+            "ManagedBindingMissing",
+            f"{where} was prepared without a managed network binding (before --multus-auto-attach was "
+            "enabled); the driver will not guess a template for a VF that may be in use. Drain the node "
+            "and recreate the Pod",
+            claim_uid=claim.claim_uid,
+        )
+    source = _field(raw, "source", dict, where)
+    try:
+        record = BindingRecord(
+            phase=_field(raw, "phase", str, where),
+            identity=BindingIdentity(
+                PROTOCOL_VERSION,
+                _field(raw, "nodeUID", str, where),
+                claim.pod_uid,
+                claim.claim_uid,
+                DRIVER_NAME,
+                device.pool,
+                device.device,
+            ),
+            node_name=_field(raw, "nodeName", str, where),
+            pod_namespace=_field(raw, "podNamespace", str, where),
+            pod_name=_field(raw, "podName", str, where),
+            plan_index=_field(raw, "planIndex", int, where),
+            interface=_field(raw, "interface", str, where),
+            pci_address=device.pci_address,
+            source=SourceRef(
+                _field(source, "namespace", str, where),
+                _field(source, "name", str, where),
+                _field(source, "uid", str, where),
+                _field(source, "resourceVersion", str, where),
+            ),
+            config=_field(raw, "config", str, where),
+            shadow_uid=_field(raw, "shadowUID", str, where),
+        )
+    except BindingRecordError:
+        raise
+    except ReasonedError as exc:
+        raise BindingRecordError("CorruptManagedBinding", f"{where}: {exc.message}") from exc
+    checks = (
+        ("phase", record.phase in PHASES),
+        ("attachmentID", raw.get("attachmentID") == record.attachment_id),
+        ("configSHA256", raw.get("configSHA256") == record.config_sha256),
+    )
+    for name, ok in checks:
+        if not ok:
+            raise BindingRecordError(
+                "CorruptManagedBinding",
+                f"{where}: recorded {name} does not match the rest of the record; the checkpoint was "
+                "not changed. Drain the node and inspect it",
+            )
+    return record
+
+
+def records_of(claim: ClaimRecord) -> list[tuple[PreparedDevice, BindingRecord]]:
+    return [(d, record_of(claim, d)) for d in claim.devices]
+
+
+def phases_of(claim: ClaimRecord) -> set[str]:
+    """The phases recorded on a claim's devices, without decoding the rest ("" = no binding)."""
+    return {str((d.managed_binding or {}).get("phase", "")) for d in claim.devices}

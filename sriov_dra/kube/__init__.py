@@ -1,0 +1,1 @@
+"""Kubernetes API adapters: the only package that imports the official client."""

@@ -1,0 +1,80 @@
+"""gRPC health endpoint (``--healthcheck-port``): SERVING only when kubelet could really use us.
+
+Like upstream, a check dials our own sockets: GetInfo on the registration socket and an empty
+NodePrepareResources on the DRA socket, so a wedged server reports NOT_SERVING.
+"""
+
+from __future__ import annotations
+
+from concurrent import futures
+from typing import Any
+
+import grpc
+
+from sriov_dra.kubeletplugin.gen import dra_v1beta1_pb2, health_v1_pb2, pluginregistration_v1_pb2
+from sriov_dra.kubeletplugin.server import SocketPaths, unary_service
+
+_SERVICES = ("", "liveness")
+_PROBE_TIMEOUT = 5.0
+
+
+def _call(socket: str, path: str, request: Any, response_cls: Any) -> None:
+    with grpc.insecure_channel(f"unix://{socket}") as channel:
+        channel.unary_unary(
+            path,
+            request_serializer=type(request).SerializeToString,
+            response_deserializer=response_cls.FromString,
+        )(request, timeout=_PROBE_TIMEOUT)
+
+
+class HealthServer:
+    """Serves grpc.health.v1.Health/Check on a TCP port (0 picks a free one; see ``port``)."""
+
+    def __init__(self, paths: SocketPaths, port: int) -> None:
+        self._paths = paths
+        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        pb = health_v1_pb2
+        self._server.add_generic_rpc_handlers(
+            (
+                unary_service(
+                    "grpc.health.v1.Health",
+                    {"Check": (self.check, pb.HealthCheckRequest, pb.HealthCheckResponse)},
+                ),
+            )
+        )
+        self.port = self._server.add_insecure_port(f"[::]:{port}")
+        if self.port == 0:
+            raise OSError(f"cannot listen on health-check port {port}")
+        self._server.start()
+
+    def healthy(self) -> bool:
+        reg, dra = pluginregistration_v1_pb2, dra_v1beta1_pb2
+        probes = (
+            (
+                self._paths.registration_socket,
+                "/pluginregistration.Registration/GetInfo",
+                reg.InfoRequest(),
+                reg.PluginInfo,
+            ),
+            (
+                self._paths.dra_socket,
+                "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/NodePrepareResources",
+                dra.NodePrepareResourcesRequest(),
+                dra.NodePrepareResourcesResponse,
+            ),
+        )
+        try:
+            for socket, method, request, response in probes:
+                _call(str(socket), method, request, response)
+        except grpc.RpcError:
+            return False
+        return True
+
+    def check(self, request: Any, context: grpc.ServicerContext) -> Any:
+        pb = health_v1_pb2.HealthCheckResponse
+        if request.service not in _SERVICES:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"unknown service {request.service!r}")
+        return pb(status=pb.SERVING if self.healthy() else pb.NOT_SERVING)
+
+    def stop(self) -> None:
+        self._server.stop(None).wait()

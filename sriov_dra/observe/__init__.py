@@ -1,0 +1,1 @@
+"""What operators see: Kubernetes Events, structured log lines and Prometheus metrics."""

@@ -1,0 +1,128 @@
+"""The ports: every Protocol the flows are written against, so tests plug in fakes and production the adapters.
+
+The adapters live in sriov_dra.kube (API server), sriov_dra.sysfs (VF drivers) and sriov_dra.state
+(checkpoint file, CDI dir); sriov_dra.app.wiring is the only place that hands them to the flows.
+API reads return None for NotFound where a missing object is a normal answer; every other API
+failure is a sriov_dra.apierrors.ApiError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from sriov_dra.core.selection import PatchOp
+
+
+@runtime_checkable
+class ClaimReader(Protocol):
+    """Live ResourceClaim reads (resource.k8s.io/v1), as plain JSON-shaped dicts."""
+
+    def get_claim(self, namespace: str, name: str) -> Mapping[str, Any]: ...
+
+
+@runtime_checkable
+class ClaimStatusApi(ClaimReader, Protocol):
+    """A claim read plus the JSON Patch of its status (status.devices)."""
+
+    def patch_claim_status(
+        self, namespace: str, name: str, ops: list[dict[str, Any]]
+    ) -> Mapping[str, Any]: ...
+
+
+@runtime_checkable
+class PodReader(Protocol):
+    """Live Pod reads; consumer verification needs nothing more."""
+
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+
+@runtime_checkable
+class PodClient(PodReader, Protocol):
+    """A Pod read plus the guarded JSON Patch that publishes or withdraws network selections."""
+
+    def patch_pod(self, namespace: str, name: str, ops: list[PatchOp]) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class NadClient(Protocol):
+    """NetworkAttachmentDefinition calls; reads return None for NotFound, writes raise ApiError."""
+
+    def get_nad(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    def create_nad(self, body: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def delete_nad(self, namespace: str, name: str, uid: str) -> None:
+        """Delete with a UID precondition; NotFound is success."""
+
+    def patch_nad(self, namespace: str, name: str, ops: list[dict[str, Any]]) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class ShadowLister(Protocol):
+    def list_shadows(self, node_uid: str) -> Iterable[dict[str, Any]]:
+        """This node's managed shadows as one consistent listing, possibly streamed."""
+
+
+@runtime_checkable
+class EventSink(Protocol):
+    def create_event(self, namespace: str, body: Mapping[str, Any]) -> None: ...
+
+
+@runtime_checkable
+class SliceApi(Protocol):
+    """ResourceSlice access for this node and driver."""
+
+    def list(self) -> list[dict[str, Any]]: ...
+
+    def create(self, body: Mapping[str, Any]) -> None: ...
+
+    def replace(self, name: str, body: Mapping[str, Any]) -> None: ...
+
+    def delete(self, name: str) -> None: ...
+
+
+@runtime_checkable
+class PolicySource(Protocol):
+    """SriovResourcePolicy and DeviceAttributes of the driver's namespace, and this Node's labels."""
+
+    node_name: str
+
+    def policies(self) -> list[dict[str, Any]]: ...
+
+    def device_attributes(self) -> list[dict[str, Any]]: ...
+
+    def node(self) -> tuple[str, dict[str, str]]: ...
+
+
+@runtime_checkable
+class VfDriver(Protocol):
+    """Kernel-driver binding of one VF through sysfs."""
+
+    def bind(self, bdf: str, driver: str) -> str: ...
+
+    def restore(self, bdf: str, original: str) -> None: ...
+
+    def verify_kernel_netdev(self, bdf: str) -> None: ...
+
+    def iommu_group(self, bdf: str) -> str | None: ...
+
+
+@runtime_checkable
+class CdiSpecs(Protocol):
+    """CDI spec files, one per claim or Pod UID."""
+
+    def exists(self, uid: str) -> bool: ...
+
+    def write(self, uid: str, spec: Mapping[str, Any]) -> None: ...
+
+    def remove(self, uid: str) -> None: ...
+
+
+@runtime_checkable
+class CheckpointStorage(Protocol):
+    """Where the serialized checkpoint lives; the file adapter in production, a fake in tests."""
+
+    def read(self) -> bytes | None: ...
+
+    def write(self, data: bytes) -> None: ...

@@ -1,0 +1,317 @@
+"""NodePrepareResources / NodeUnprepareResources for VFs (without managed network bindings).
+
+Per claim: fetch it, keep only this driver's allocation results, resolve each result's VfConfig,
+bind the VF driver, write the claim's CDI spec, checkpoint, then refresh the Pod-global CDI spec.
+A failure rolls back what this claim changed and is reported for that claim only. A claim that is
+already in the checkpoint is answered from it (and a lost CDI spec is rewritten: after a reboot
+the tmpfs spec directory is empty while the checkpoint survives).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sriov_contract.errors import ReasonedError
+from sriov_dra.core.bindingrecord import RELEASE_PHASES, phases_of
+from sriov_dra.core.claimrecord import ClaimRecord, PreparedDevice
+from sriov_dra.core.vfconfig import VfConfig, effective_vf_config
+from sriov_dra.kubeletplugin.api import ClaimRef, DeviceResult, PrepareOutcome
+from sriov_dra.model import DRIVER_NAME, VirtualFunction
+from sriov_dra.ports import CdiSpecs, ClaimReader, VfDriver
+from sriov_dra.prepare.crashpoints import crash_point
+from sriov_dra.state import cdi
+from sriov_dra.state.checkpoint import PreparedClaims
+from sriov_dra.sysfs.vfdriver import USERSPACE_DRIVERS
+
+log = logging.getLogger(__name__)
+
+
+class PrepareError(ReasonedError):
+    """A claim cannot be prepared as allocated."""
+
+
+@dataclass(frozen=True)
+class Allocated:
+    request: str
+    pool: str
+    vf: VirtualFunction
+    config: VfConfig
+
+
+def vf_config_json(config: VfConfig) -> dict[str, Any]:
+    """Upstream's VfConfig JSON (empty fields omitted), as recorded in the checkpoint."""
+    out: dict[str, Any] = {
+        "driver": config.driver,
+        "addVhostMount": config.add_vhost_mount,
+        "ifName": config.if_name,
+        "netAttachDefName": config.net_attach_def_name,
+        "netAttachDefNamespace": config.net_attach_def_namespace,
+    }
+    return {k: v for k, v in out.items() if v}
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, ReasonedError):
+        return f"{error.reason}: {error.message}"
+    return f"InternalError: {error.__class__.__name__}: {error}; see the driver log"
+
+
+def prepare_each(
+    claims: Sequence[ClaimRef], prepare: Callable[[ClaimRef], tuple[DeviceResult, ...]]
+) -> dict[str, PrepareOutcome]:
+    """Run `prepare` per claim; one claim's failure never affects another's outcome."""
+    out: dict[str, PrepareOutcome] = {}
+    for ref in claims:
+        try:
+            out[ref.uid] = PrepareOutcome(devices=prepare(ref))
+        except Exception as exc:
+            if not isinstance(exc, ReasonedError):
+                log.exception("preparing claim %s/%s (%s) failed", ref.namespace, ref.name, ref.uid)
+            out[ref.uid] = PrepareOutcome(error=_describe(exc))
+    return out
+
+
+def unprepare_each(claims: Sequence[ClaimRef], unprepare: Callable[[ClaimRef], None]) -> dict[str, str]:
+    """Run `unprepare` per claim: "" for success, else the reason."""
+    out: dict[str, str] = {}
+    for ref in claims:
+        try:
+            unprepare(ref)
+            out[ref.uid] = ""
+        except Exception as exc:
+            if not isinstance(exc, ReasonedError):
+                log.exception("unpreparing claim %s/%s (%s) failed", ref.namespace, ref.name, ref.uid)
+            out[ref.uid] = _describe(exc)
+    return out
+
+
+class HostPreparer:
+    """The node agent's NodeService: claims in, per-claim outcomes out.
+
+    Its public host steps (fetch_claim, allocated, prepare_devices, ensure_cdi, release_devices)
+    are also what managed preparation (driver/managed.py) builds on.
+    """
+
+    def __init__(
+        self,
+        *,
+        node_name: str,
+        claims: ClaimReader,
+        inventory: Callable[[str], VirtualFunction | None],
+        checkpoint: PreparedClaims,
+        cdi_specs: CdiSpecs,
+        vf_driver: VfDriver,
+    ) -> None:
+        self._node = node_name
+        self._claims = claims
+        self._inventory = inventory
+        self._checkpoint = checkpoint
+        self._cdi = cdi_specs
+        self._vf_driver = vf_driver
+
+    # -- NodeService ---------------------------------------------------------------------------
+
+    def prepare(self, claims: Sequence[ClaimRef]) -> Mapping[str, PrepareOutcome]:
+        return prepare_each(claims, self._prepare_claim)
+
+    def unprepare(self, claims: Sequence[ClaimRef]) -> Mapping[str, str]:
+        return unprepare_each(claims, lambda ref: self.unprepare_claim(ref.uid))
+
+    # -- prepare -------------------------------------------------------------------------------
+
+    def fetch_claim(self, ref: ClaimRef) -> Mapping[str, Any]:
+        """The live claim, which must still be the one kubelet names."""
+        claim = self._claims.get_claim(ref.namespace, ref.name)
+        uid = claim.get("metadata", {}).get("uid")
+        if uid != ref.uid:
+            raise PrepareError(
+                "ClaimReplaced",
+                f"claim {ref.namespace}/{ref.name} now has UID {uid}, kubelet asked for {ref.uid}; the "
+                "claim was recreated",
+            )
+        return claim
+
+    def _prepare_claim(self, ref: ClaimRef) -> tuple[DeviceResult, ...]:
+        claim = self.fetch_claim(ref)
+        where = f"claim {ref.namespace}/{ref.name}"
+        recorded = self._checkpoint.snapshot_claim(ref.uid)
+        if recorded is not None:
+            consumer = _consumer_pod(claim, where)
+            if consumer != recorded.pod_uid:
+                raise PrepareError(
+                    "ClaimReleaseInProgress",
+                    f"{where} is still prepared for Pod {recorded.pod_uid}; Pod {consumer} can use it "
+                    "once kubelet has unprepared it for the old Pod",
+                )
+            self.ensure_cdi(recorded)
+            return results(recorded)
+        allocated = self.allocated(claim, where)
+        pod_uid = _consumer_pod(claim, where)
+        return results(self.prepare_devices(ref, pod_uid, allocated))
+
+    def allocated(self, claim: Mapping[str, Any], where: str) -> list[Allocated]:
+        allocation = (claim.get("status") or {}).get("allocation")
+        if not allocation:
+            raise PrepareError(
+                "ClaimNotAllocated", f"{where} has no allocation; the scheduler has not placed it"
+            )
+        devices = allocation.get("devices") or {}
+        configs = devices.get("config") or []
+        out = []
+        for result in devices.get("results") or []:
+            if result.get("driver") != DRIVER_NAME:
+                continue  # another driver's device (a GPU, say) in the same claim
+            name, pool = result.get("device", ""), result.get("pool", "")
+            if result.get("shareID") or result.get("adminAccess"):
+                raise PrepareError(
+                    "UnsupportedSharedAllocation",
+                    f"{where} allocates {name} with adminAccess or a share ID; VFs are exclusive",
+                )
+            vf = self._inventory(name)
+            if pool != self._node or vf is None:
+                raise PrepareError(
+                    "UnknownDevice",
+                    f"{where} allocates {pool}/{name}, which this node ({self._node}) does not have; "
+                    "delete the claim so the scheduler allocates again",
+                )
+            config = effective_vf_config(configs, result.get("request", ""), DRIVER_NAME)
+            out.append(Allocated(result.get("request", ""), pool, vf, config))
+        return out
+
+    def prepare_devices(
+        self,
+        ref: ClaimRef,
+        pod_uid: str,
+        allocated: Sequence[Allocated],
+        bindings: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> ClaimRecord:
+        """Bind VF drivers, write CDI, checkpoint (with each device's managed binding, keyed by
+        device name) and refresh the Pod-global CDI spec; any failure undoes all of it."""
+        done: list[tuple[str, str]] = []
+        try:
+            devices = []
+            for a in allocated:
+                bdf = a.vf.pci_address
+                original = self._vf_driver.bind(bdf, a.config.driver)
+                done.append((bdf, original if a.config.driver else ""))
+                devices.append(self._device(ref.uid, pod_uid, a, original, (bindings or {}).get(a.vf.name)))
+            record = ClaimRecord(ref.uid, ref.namespace, ref.name, pod_uid, tuple(devices))
+            self._cdi.write(ref.uid, _claim_cdi(record))
+            crash_point("prepare-host")
+            self._checkpoint.add_claim(record)
+        except BaseException:
+            self._cdi.remove(ref.uid)
+            self._restore(done)
+            raise
+        self._publish(record)
+        return record
+
+    def _device(
+        self, claim_uid: str, pod_uid: str, a: Allocated, original: str, binding: Mapping[str, Any] | None
+    ) -> PreparedDevice:
+        bdf, name = a.vf.pci_address, a.vf.name
+        infix = cdi.env_name(name)
+        env = {
+            f"SRIOVNETWORK_VF_DEVICE_{infix}": bdf,
+            "SRIOVNETWORK_NET_ATTACH_DEF_NAME": a.config.net_attach_def_name,
+        }
+        nodes: list[str] = []
+        if a.config.driver == "vfio-pci":
+            group = self._vf_driver.iommu_group(bdf)
+            if group is None:
+                raise PrepareError("VfioGroupMissing", f"VF {bdf} bound to vfio-pci has no IOMMU group")
+            nodes = [f"/dev/vfio/{group}", "/dev/vfio/vfio"]
+            env[f"SRIOVNETWORK_{infix}_VFIO_DEVICE"] = nodes[0]
+        elif a.config.driver not in USERSPACE_DRIVERS:
+            self._vf_driver.verify_kernel_netdev(bdf)
+        if a.config.add_vhost_mount:
+            nodes += ["/dev/vhost-net", "/dev/net/tun"]
+        return PreparedDevice(
+            request_names=(a.request.split("/", 1)[0],),
+            pool=a.pool,
+            device=name,
+            pci_address=bdf,
+            cdi_device_ids=(cdi.claim_device_id(claim_uid, name), cdi.pod_device_id(pod_uid)),
+            original_driver=original,
+            config=vf_config_json(a.config),
+            if_name=a.config.if_name,
+            env=env,
+            device_nodes=tuple(nodes),
+            managed_binding=binding,
+        )
+
+    def _publish(self, record: ClaimRecord) -> None:
+        try:
+            self._write_pod_cdi(record.pod_uid)
+        except BaseException:
+            self.unprepare_claim(record.claim_uid)
+            raise
+
+    def ensure_cdi(self, record: ClaimRecord) -> None:
+        if not self._cdi.exists(record.claim_uid):
+            log.info("rewriting the missing CDI spec of prepared claim %s", record.claim_uid)
+            self._cdi.write(record.claim_uid, _claim_cdi(record))
+        if not self._cdi.exists(record.pod_uid):
+            self._write_pod_cdi(record.pod_uid)
+
+    def _write_pod_cdi(self, pod_uid: str) -> None:
+        """Rebuild the Pod-global spec from every claim of the Pod still in use; a claim whose managed
+        release has begun is no longer a consumer."""
+        pcis = [
+            d.pci_address
+            for r in self._checkpoint.snapshot_pod(pod_uid)
+            if not phases_of(r) & RELEASE_PHASES
+            for d in r.devices
+        ]
+        if pcis:
+            self._cdi.write(pod_uid, cdi.pod_spec(pod_uid, sorted(pcis)))
+        else:
+            self._cdi.remove(pod_uid)
+
+    # -- unprepare -----------------------------------------------------------------------------
+
+    def unprepare_claim(self, claim_uid: str) -> None:
+        record = self._checkpoint.snapshot_claim(claim_uid)
+        if record is None:
+            # Never prepared here, already released, or killed between the CDI write and the
+            # checkpoint: only that crash's spec can be left, and no container was given it.
+            self._cdi.remove(claim_uid)
+            return
+        self.release_devices(record, forget=True)
+
+    def release_devices(self, record: ClaimRecord, *, forget: bool = False) -> None:
+        """Restore VF drivers and drop the claim's CDI spec; `forget` also drops the checkpoint
+        record (managed release keeps it until its API obligations are done). Idempotent."""
+        self._restore([(d.pci_address, d.original_driver) for d in record.devices if d.config.get("driver")])
+        self._cdi.remove(record.claim_uid)
+        if forget:
+            self._checkpoint.remove_claim(record.claim_uid)
+        # Another claim of the same Pod may still be prepared and need the Pod-global device.
+        self._write_pod_cdi(record.pod_uid)
+
+    def _restore(self, bound: Sequence[tuple[str, str]]) -> None:
+        for bdf, original in reversed(bound):
+            self._vf_driver.restore(bdf, original)
+
+
+def _consumer_pod(claim: Mapping[str, Any], where: str) -> str:
+    reserved = (claim.get("status") or {}).get("reservedFor") or []
+    pods = [r for r in reserved if r.get("resource") == "pods" and not r.get("apiGroup")]
+    if len(reserved) != 1 or len(pods) != 1 or not pods[0].get("uid"):
+        raise PrepareError(
+            "UnsupportedConsumer",
+            f"{where} must be reserved for exactly one Pod (found {len(reserved)} consumer(s)); "
+            "VF claims cannot be shared",
+        )
+    return str(pods[0]["uid"])
+
+
+def _claim_cdi(record: ClaimRecord) -> dict[str, Any]:
+    return cdi.claim_spec(record.claim_uid, [(d.device, d.env, d.device_nodes) for d in record.devices])
+
+
+def results(record: ClaimRecord) -> tuple[DeviceResult, ...]:
+    return tuple(DeviceResult(d.request_names, d.pool, d.device, d.cdi_device_ids) for d in record.devices)

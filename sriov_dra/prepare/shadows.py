@@ -1,0 +1,128 @@
+"""The shadow NAD: its object built from scratch (pure), and create/adopt/delete/finalize.
+
+A shadow is only ever touched after its full identity and frozen content were verified: the
+deterministic name is a truncated hash, so a name match alone proves nothing, and an object
+someone else created under that name is never overwritten, adopted or finalized.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from sriov_contract.keys import PROTECTION_FINALIZER
+from sriov_dra.apierrors import ApiError
+from sriov_dra.core.bindingrecord import BindingRecord
+from sriov_dra.core.shadowspec import (
+    ShadowError,
+    _conflict,
+    _set_finalizers,
+    check_shadow,
+    drop_protection_patch,
+    finalizers_of,
+    is_deleting,
+    shadow_object,
+    uid_of,
+)
+from sriov_dra.ports import NadClient
+
+FINALIZER_ATTEMPTS: Final = 6
+
+
+def ensure_shadow(
+    nads: NadClient, record: BindingRecord, forget_uid: Callable[[BindingRecord], BindingRecord]
+) -> str:
+    """Create the shadow, or adopt the one a lost Create left; returns its UID.
+
+    A recorded shadow that vanished is recreated from the frozen bytes, but only after
+    `forget_uid` durably cleared the old UID: otherwise a lost response to this Create would
+    leave a recorded UID that can never match again.
+    """
+    existing = nads.get_nad(record.pod_namespace, record.shadow_name) if record.shadow_uid else None
+    if existing is None:
+        if record.shadow_uid:
+            record = forget_uid(record)
+        try:
+            return uid_of(nads.create_nad(shadow_object(record)))
+        except ApiError as exc:
+            # 409 AlreadyExists, or no answer: look at what is there before deciding anything.
+            if exc.status != 409 and not exc.outcome_unknown:
+                raise
+            existing = nads.get_nad(record.pod_namespace, record.shadow_name)
+            if existing is None:
+                raise
+    check_shadow(existing, record, releasing=False)
+    if is_deleting(existing):
+        raise ShadowError(
+            "ShadowDeletionPending",
+            f"shadow {record.pod_namespace}/{record.shadow_name} of claim {record.identity.claim_uid} is "
+            "being deleted while its Pod still uses it; it is not recreated. Delete and recreate the Pod",
+            name=record.shadow_name,
+        )
+    if PROTECTION_FINALIZER not in finalizers_of(existing):
+        existing = _restore_protection(nads, record, existing)
+    return uid_of(existing)
+
+
+def _restore_protection(nads: NadClient, record: BindingRecord, obj: Mapping[str, Any]) -> dict[str, Any]:
+    return nads.patch_nad(
+        record.pod_namespace,
+        record.shadow_name,
+        _set_finalizers(obj, [*finalizers_of(obj), PROTECTION_FINALIZER]),
+    )
+
+
+def request_shadow_deletion(nads: NadClient, record: BindingRecord) -> str:
+    """Release steps 1-2: verify the recorded (or adoptable) shadow and delete it by UID.
+
+    Returns the shadow's UID, or "" when it is already gone. Deletion only marks the object while
+    our finalizer is on it; nothing waits for it to disappear.
+    """
+    obj = nads.get_nad(record.pod_namespace, record.shadow_name)
+    if obj is None:
+        return ""
+    check_shadow(obj, record, releasing=True)
+    uid = uid_of(obj)
+    if not is_deleting(obj):
+        nads.delete_nad(record.pod_namespace, record.shadow_name, uid)
+    return uid
+
+
+def remove_protection(
+    nads: NadClient,
+    record: BindingRecord,
+    uid: str,
+    *,
+    attempts: int = FINALIZER_ATTEMPTS,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Release step 7-8: drop only our finalizer from the exact shadow, keeping everyone else's."""
+    for attempt in range(attempts):
+        obj = nads.get_nad(record.pod_namespace, record.shadow_name)
+        if obj is None:
+            return
+        if uid_of(obj) != uid:
+            raise _conflict(record, f"it was replaced (UID {uid_of(obj)}, released {uid})")
+        if not is_deleting(obj):
+            nads.delete_nad(record.pod_namespace, record.shadow_name, uid)
+            continue
+        finalizers = finalizers_of(obj)
+        if PROTECTION_FINALIZER not in finalizers:
+            return
+        ops = drop_protection_patch(obj)
+        try:
+            nads.patch_nad(record.pod_namespace, record.shadow_name, ops)
+            return
+        except ApiError as exc:
+            # A NotFound answer is confirmed by the next read: the record is forgotten right after
+            # this, so a finalizer trusted gone but still there would never be removed.
+            if exc.status != 404 and not exc.retryable:
+                raise
+        sleep(min(0.05 * 2**attempt, 1.0))
+    raise ShadowError(
+        "FinalizerRemovalRetriesExhausted",
+        f"could not remove {PROTECTION_FINALIZER} from {record.pod_namespace}/{record.shadow_name} after "
+        f"{attempts} attempts (it kept changing); the release is retried by kubelet",
+        name=record.shadow_name,
+    )

@@ -1,0 +1,1 @@
+"""Convergence without kubelet: the repair worker and the orphan scan."""

@@ -1,0 +1,1 @@
+"""Node-local durable state: the prepared-claims checkpoint and the CDI spec files."""

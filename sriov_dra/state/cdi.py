@@ -1,0 +1,92 @@
+"""CDI spec files that hand each prepared VF's environment and device nodes to the runtime.
+
+One spec per claim (a device per prepared VF) and one per Pod (the Pod-global device listing all
+VF PCI addresses of the Pod's prepared claims). Files are JSON, which every CDI reader accepts,
+and are replaced atomically so the runtime never reads half a spec.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from sriov_dra.model import DRIVER_NAME
+from sriov_dra.state.checkpoint import FileStorage
+
+VENDOR = DRIVER_NAME
+CLASS = "vf"
+KIND = f"{VENDOR}/{CLASS}"
+
+
+def claim_device_id(claim_uid: str, device: str) -> str:
+    return f"{KIND}={claim_uid}-{device}"
+
+
+def pod_device_id(pod_uid: str) -> str:
+    return f"{KIND}={pod_uid}"
+
+
+def env_name(device: str) -> str:
+    """The environment-variable infix of a device name (``0000-17-00-1`` -> ``0000_17_00_1``)."""
+    return device.replace("-", "_")
+
+
+def _cdi_version(devices: Sequence[Mapping[str, Any]]) -> str:
+    # CDI 0.5.0 is the first version allowing names that start with a digit and device hostPath.
+    needs_05 = any(
+        d["name"][:1].isdigit() or any("hostPath" in n for n in d["containerEdits"].get("deviceNodes", []))
+        for d in devices
+    )
+    return "0.5.0" if needs_05 else "0.3.0"
+
+
+def _spec(devices: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"cdiVersion": _cdi_version(devices), "kind": KIND, "devices": devices}
+
+
+def _edits(env: Mapping[str, str], device_nodes: Sequence[str]) -> dict[str, Any]:
+    edits: dict[str, Any] = {"env": [f"{k}={v}" for k, v in sorted(env.items())]}
+    if device_nodes:
+        edits["deviceNodes"] = [{"path": p, "hostPath": p, "type": "c"} for p in device_nodes]
+    return edits
+
+
+def claim_spec(
+    claim_uid: str, devices: Sequence[tuple[str, Mapping[str, str], Sequence[str]]]
+) -> dict[str, Any]:
+    """Spec for one claim: (device name, env, device node paths) per prepared VF."""
+    return _spec(
+        [
+            {"name": f"{claim_uid}-{name}", "containerEdits": _edits(env, nodes)}
+            for name, env, nodes in devices
+        ]
+    )
+
+
+def pod_spec(pod_uid: str, pci_addresses: Sequence[str]) -> dict[str, Any]:
+    """The Pod-global device: every VF PCI address of the Pod's prepared claims."""
+    env = {"SRIOVNETWORK_PCI_ADDRESSES": ",".join(pci_addresses)}
+    return _spec([{"name": pod_uid, "containerEdits": _edits(env, ())}])
+
+
+class CdiDir:
+    """The CDI spec directory (``/var/run/cdi`` on a node)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def path(self, uid: str) -> Path:
+        return self.root / f"{VENDOR}-{CLASS}_{uid}.json"
+
+    def exists(self, uid: str) -> bool:
+        return self.path(uid).is_file()
+
+    def write(self, uid: str, spec: Mapping[str, Any]) -> None:
+        FileStorage(self.path(uid)).write(json.dumps(spec, indent=2, sort_keys=True).encode() + b"\n")
+
+    def remove(self, uid: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.path(uid).unlink()

@@ -1,0 +1,186 @@
+"""Durable record of prepared claims: what each claim holds, so restarts and unprepare never guess.
+
+The file is the node agent's memory across restarts. It is written atomically (temp file, fsync,
+rename, directory fsync), carries a checksum over its canonical payload and a top-level format
+version, and is keyed by claim UID so a claim UID can only ever have one record. A file that is
+corrupt or of an unknown version is refused loudly and left untouched: deleting it would lose the
+only record of which VF drivers and CDI specs must be restored.
+
+Each prepared device may carry an optional, versioned managed-binding record; this module only
+guards its version so a later binding format can be added without changing the file version.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from sriov_contract.durable import atomic_write
+from sriov_dra.core.claimrecord import (
+    CheckpointError,
+    ClaimRecord,
+    decode,
+    encode,
+)
+from sriov_dra.ports import CheckpointStorage
+
+
+class FileStorage:
+    """Atomic checkpoint file: readers see either the old or the new complete content."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def read(self) -> bytes | None:
+        try:
+            return self.path.read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def write(self, data: bytes) -> None:
+        atomic_write(self.path, data)
+
+
+def _frozen_copy(record: ClaimRecord) -> ClaimRecord:
+    """A deep copy, so no caller can change stored state through a returned or supplied object."""
+    return replace(
+        record,
+        devices=tuple(
+            replace(
+                d,
+                config=copy.deepcopy(dict(d.config)),
+                env=dict(d.env),
+                managed_binding=None if d.managed_binding is None else copy.deepcopy(dict(d.managed_binding)),
+            )
+            for d in record.devices
+        ),
+    )
+
+
+class PreparedClaims:
+    """The in-memory checkpoint. Every mutation is narrow, runs under one lock, is persisted before
+    it returns, and is rolled back in memory if persisting fails."""
+
+    def __init__(self, storage: CheckpointStorage, path: str = "<checkpoint>") -> None:
+        self._storage = storage
+        self._lock = threading.Lock()
+        raw = storage.read()
+        self._records: dict[str, ClaimRecord] = {} if raw is None else decode(raw, path)
+
+    def snapshot_claim(self, claim_uid: str) -> ClaimRecord | None:
+        with self._lock:
+            record = self._records.get(claim_uid)
+            return None if record is None else _frozen_copy(record)
+
+    def snapshot_pod(self, pod_uid: str) -> list[ClaimRecord]:
+        with self._lock:
+            return [_frozen_copy(r) for r in self._records.values() if r.pod_uid == pod_uid]
+
+    def snapshot_all(self) -> list[ClaimRecord]:
+        with self._lock:
+            return [_frozen_copy(r) for r in self._records.values()]
+
+    def add_claim(self, record: ClaimRecord) -> None:
+        """Record a newly prepared claim; a claim UID that already has a record is refused."""
+
+        def mutate(records: dict[str, ClaimRecord]) -> None:
+            existing = records.get(record.claim_uid)
+            if existing is not None:
+                raise CheckpointError(
+                    "ClaimReleaseInProgress",
+                    f"claim {record.namespace}/{record.name} ({record.claim_uid}) is still recorded as "
+                    f"prepared for Pod {existing.pod_uid}; it must be unprepared before Pod "
+                    f"{record.pod_uid} can use it",
+                    claim_uid=record.claim_uid,
+                )
+            records[record.claim_uid] = _frozen_copy(record)
+
+        self._mutate(mutate)
+
+    def remove_claim(self, claim_uid: str) -> ClaimRecord | None:
+        """Forget a claim; returns what was removed (None when it was not recorded)."""
+        removed: list[ClaimRecord] = []
+
+        def mutate(records: dict[str, ClaimRecord]) -> None:
+            if claim_uid in records:
+                removed.append(records.pop(claim_uid))
+
+        self._mutate(mutate, persist_if=lambda: bool(removed))
+        return removed[0] if removed else None
+
+    def update_managed_bindings(self, claim_uid: str, bindings: Mapping[str, Mapping[str, Any]]) -> None:
+        """Replace the managed-binding record of the named devices (keyed by device name)."""
+
+        def mutate(records: dict[str, ClaimRecord]) -> None:
+            record = records.get(claim_uid)
+            if record is None:
+                raise CheckpointError(
+                    "ClaimNotPrepared", f"claim {claim_uid} has no checkpoint record to update"
+                )
+            unknown = set(bindings) - {d.device for d in record.devices}
+            if unknown:
+                raise CheckpointError(
+                    "DeviceNotInClaim",
+                    f"claim {claim_uid} does not hold device(s) {sorted(unknown)}",
+                )
+            devices = tuple(
+                replace(d, managed_binding=copy.deepcopy(dict(bindings[d.device])))
+                if d.device in bindings
+                else d
+                for d in record.devices
+            )
+            records[claim_uid] = replace(record, devices=devices)
+
+        self._mutate(mutate)
+
+    def set_managed_phase(self, claim_uid: str, phase: str, *, keep: frozenset[str] = frozenset()) -> bool:
+        """Move every managed binding of the claim to `phase`, except those already in a `keep` phase.
+
+        Returns whether anything changed; nothing is written when nothing changes.
+        """
+        changed: list[bool] = []
+
+        def mutate(records: dict[str, ClaimRecord]) -> None:
+            record = records.get(claim_uid)
+            if record is None:
+                raise CheckpointError(
+                    "ClaimNotPrepared", f"claim {claim_uid} has no checkpoint record to update"
+                )
+            devices = []
+            for device in record.devices:
+                binding = device.managed_binding
+                if binding is not None and binding.get("phase") not in keep | {phase}:
+                    binding = {**copy.deepcopy(dict(binding)), "phase": phase}
+                    changed.append(True)
+                devices.append(replace(device, managed_binding=binding))
+            records[claim_uid] = replace(record, devices=tuple(devices))
+
+        self._mutate(mutate, persist_if=lambda: bool(changed))
+        return bool(changed)
+
+    def _mutate(
+        self,
+        mutate: Callable[[dict[str, ClaimRecord]], None],
+        persist_if: Callable[[], bool] = lambda: True,
+    ) -> None:
+        with self._lock:
+            before = dict(self._records)
+            mutate(self._records)
+            if not persist_if():
+                return
+            try:
+                self._storage.write(encode(self._records))
+            except OSError as exc:
+                self._records = before
+                raise CheckpointError(
+                    "CheckpointWriteFailed",
+                    f"could not persist the checkpoint ({exc}); the change was not applied. Check the "
+                    "plugin directory's disk space and permissions",
+                ) from exc
+            except BaseException:
+                self._records = before
+                raise
