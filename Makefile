@@ -40,9 +40,9 @@ typecheck: venv gen
 contract-go:
 	@if [ -d tests/go/contract ]; then cd tests/go/contract && GOTOOLCHAIN=local go test ./...; fi
 
-## The pure core (driver/core and the networks-annotation parser) is held to 100% branch coverage.
+## The pure core (sriov_dra/core and the networks-annotation parser) is held to 100% branch coverage.
 core-coverage: venv gen
-	@$(PY) -m pytest -q -p no:cacheprovider tests/unit/driver_core tests/unit/networks \
+	@$(PY) -m pytest -q -p no:cacheprovider tests/unit/sriov_dra/core tests/unit/sriov_contract/test_networks.py \
 	  --cov=sriov_dra.core --cov=sriov_contract.networks --cov-branch \
 	  --cov-report=term-missing:skip-covered --cov-fail-under=100
 

@@ -33,9 +33,9 @@ from cni_shim import wiring
 from cni_shim.daemon import NAD_READERS
 from cni_shim.kube.daemon_client import ApiServer
 from cni_shim.kube.views import LiveView
+from cni_shim.node.execution import ProcessExecutor
+from cni_shim.node.versioncache import VersionCache
 from cni_shim.ports import KubeApi
-from cni_shim.system.execution import ProcessExecutor
-from cni_shim.system.versioncache import VersionCache
 from cni_shim.thick.dispatch import Dispatcher
 from cni_shim.thick.metrics import Metrics
 from tests.bed.bed import TestBed

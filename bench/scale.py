@@ -20,7 +20,7 @@ Then, each in a child process so its peak RSS is its own:
 
 Also the checkpoint: load time of the whole file and the cost of one binding mutation (fsync'd
 atomic rewrite) with 128 bindings and at full scale. Cleanup releases every shadow through
-request_shadow_deletion + remove_protection (timed too).
+request_shadow_deletion + finalize_released_shadow (timed too).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ from sriov_dra.core.render import render_shadow_config
 from sriov_dra.kube.resources import KubeClaims, KubeNads, KubePolicySource, KubeShadowLister
 from sriov_dra.model import DRIVER_NAME, VirtualFunction
 from sriov_dra.prepare.host import HostPreparer
-from sriov_dra.prepare.shadows import ensure_shadow, remove_protection, request_shadow_deletion
+from sriov_dra.prepare.shadows import ensure_shadow, finalize_released_shadow, request_shadow_deletion
 from sriov_dra.recovery.orphans import scan
 from sriov_dra.recovery.repair import RepairWorker
 from sriov_dra.state.cdi import CdiDir
@@ -501,7 +501,7 @@ def measure(bed: TestBed, pods: int, vfs: int, work: Path) -> dict[str, Any]:
     def release(record: ClaimRecord) -> None:
         for b in bindings_of(record, node_uid):
             uid = request_shadow_deletion(nads, b)
-            remove_protection(nads, b, uid)
+            finalize_released_shadow(nads, b, uid)
 
     start = time.perf_counter()
     parallel(release, records)

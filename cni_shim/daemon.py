@@ -21,10 +21,10 @@ from cni_shim import wiring
 from cni_shim.kube.daemon_client import ApiServer
 from cni_shim.kube.informers import Informer, nad_informer, pod_informer
 from cni_shim.kube.views import CachedView, LiveView
+from cni_shim.node.chroot import ChrootExecutor
+from cni_shim.node.execution import ProcessExecutor
+from cni_shim.node.versioncache import VersionCache
 from cni_shim.ports import KubeApi
-from cni_shim.system.chroot import ChrootExecutor
-from cni_shim.system.execution import ProcessExecutor
-from cni_shim.system.versioncache import VersionCache
 from cni_shim.thick.dispatch import Dispatcher
 from cni_shim.thick.metrics import Metrics
 from cni_shim.thick.server import Hooks, State, listen

@@ -7,11 +7,11 @@ from collections.abc import Callable, Mapping
 
 from cni_shim.core.netconf import NetConf
 from cni_shim.handler import Services
+from cni_shim.node.cache import FileCacheStore
+from cni_shim.node.execution import ProcessExecutor
+from cni_shim.node.logs import Logger
+from cni_shim.node.routes import IpRoutes
 from cni_shim.ports import KubeApi
-from cni_shim.system.cache import FileCacheStore
-from cni_shim.system.execution import ProcessExecutor
-from cni_shim.system.logs import Logger
-from cni_shim.system.routes import IpRoutes
 
 
 class SystemClock:

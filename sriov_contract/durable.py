@@ -3,7 +3,7 @@
 Both promise that a crash leaves either the old or the new document, never a truncated one, so
 the write goes to a private temp file that is renamed over the target. By default the temp file
 and the directory entry are fsynced too, so the promise also holds across a power cut; a caller
-whose documents cannot outlive a reboot anyway may opt out (see cni_shim.system.cache). Standard library
+whose documents cannot outlive a reboot anyway may opt out (see cni_shim.node.cache). Standard library
 only: the CNI hot path uses it.
 """
 

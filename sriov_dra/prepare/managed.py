@@ -54,7 +54,7 @@ from sriov_dra.prepare.host import (
 )
 from sriov_dra.prepare.locks import OperationLocks
 from sriov_dra.prepare.podnetworks import publish_selections, withdraw_claim_selections
-from sriov_dra.prepare.shadows import ensure_shadow, remove_protection, request_shadow_deletion
+from sriov_dra.prepare.shadows import ensure_shadow, finalize_released_shadow, request_shadow_deletion
 from sriov_dra.state.checkpoint import PreparedClaims
 from sriov_dra.sysfs.vfdriver import USERSPACE_DRIVERS
 
@@ -152,7 +152,7 @@ class ManagedPreparer:
             return
         if phases_of(recorded) & RELEASE_PHASES:
             with self.locks.claim_then_pod(claim_uid, recorded.pod_uid):
-                self._release(claim_uid)
+                self.release_managed_claim(claim_uid)
             return
         ref = ClaimRef(recorded.namespace, recorded.name, claim_uid)
         claim = self._host.fetch_claim(ref)
@@ -164,7 +164,7 @@ class ManagedPreparer:
             current = self._checkpoint.snapshot_claim(claim_uid)
             if current is None or phases_of(current) & RELEASE_PHASES:
                 return  # kubelet's release got the locks first
-            self._ensure_pod_bindings(consumer, ref, listed)
+            self.ensure_managed_bindings(consumer, ref, listed)
             self._report_devices(ref, claim, consumer, patient=True)
 
     # -- prepare -------------------------------------------------------------------------------
@@ -187,7 +187,7 @@ class ManagedPreparer:
             else:
                 _check_reusable(recorded, consumer)
                 self._host.ensure_cdi(recorded)
-            self._ensure_pod_bindings(consumer, ref)
+            self.ensure_managed_bindings(consumer, ref)
             self._report_devices(ref, claim, consumer, patient=False)
             return results(recorded)
 
@@ -281,7 +281,7 @@ class ManagedPreparer:
         meta = nad.get("metadata") or {}
         return SourceRef(ref.namespace, ref.name, str(meta.get("uid")), str(meta.get("resourceVersion"))), nad
 
-    def _ensure_pod_bindings(
+    def ensure_managed_bindings(
         self, consumer: Consumer, ref: ClaimRef, listed: ShadowIndex | None = None
     ) -> None:
         """EnsureManagedBindings: shadows of every active claim of the Pod, one Pod merge, Ready.
@@ -424,9 +424,15 @@ class ManagedPreparer:
             self._host.unprepare_claim(ref.uid)
             return
         with self.locks.claim_then_pod(ref.uid, recorded.pod_uid):
-            self._release(ref.uid)
+            self.release_managed_claim(ref.uid)
 
-    def _release(self, claim_uid: str) -> None:
+    def release_managed_claim(self, claim_uid: str) -> None:
+        """ReleaseManagedClaim: Deleting, shadows deleted by UID, this claim's Pod entries withdrawn,
+        VFs and CDI restored, ReleaseComplete, our finalizers removed, record forgotten.
+
+        Runs under the caller's locks; each step is recorded before the next, so a crash resumes
+        where it stopped and the claim UID stays blocked (ClaimReleaseInProgress) until the end.
+        """
         before = self._checkpoint.snapshot_claim(claim_uid)
         if before is None:
             return
@@ -462,7 +468,7 @@ class ManagedPreparer:
         crash_point("unprepare-release-complete")
         for binding, uid in shadows:
             if uid:
-                remove_protection(self._nads, binding, uid, sleep=self._sleep)
+                finalize_released_shadow(self._nads, binding, uid, sleep=self._sleep)
         crash_point("unprepare-finalized")
         self._checkpoint.remove_claim(claim_uid)
         self._observer.phase(recorded, RELEASED)

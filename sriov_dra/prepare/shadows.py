@@ -89,7 +89,7 @@ def request_shadow_deletion(nads: NadClient, record: BindingRecord) -> str:
     return uid
 
 
-def remove_protection(
+def finalize_released_shadow(
     nads: NadClient,
     record: BindingRecord,
     uid: str,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.managed.env import Env, vf_config
-from tests.unit.managed.fakeapi import Fault
+from tests.fakes.driver_env import Env, vf_config
+from tests.fakes.kube_api import Fault
 
 pytestmark = pytest.mark.faults
 

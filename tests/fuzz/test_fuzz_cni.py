@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from cni_shim import main
 from cni_shim.handler import Services
-from cni_shim.system.cache import FileCacheStore
+from cni_shim.node.cache import FileCacheStore
 from sriov_contract.keys import NETWORKS_ANNOTATION
 from tests.fuzz.hostile import emit, hostile_text, mutated_text
 from tests.fuzz.test_fuzz_annotations import NETWORK_SEEDS

@@ -30,7 +30,7 @@ from sriov_dra.core.selection import ManagedBinding, merge_managed_selections, r
 from sriov_dra.state import checkpoint
 from tests.fuzz.hostile import emit, hostile_text, json_values
 from tests.fuzz.test_fuzz_annotations import NETWORK_SEEDS, assert_typed
-from tests.unit.driver_core import test_selection
+from tests.unit.sriov_dra.core import test_selection
 
 PCI = "0000:03:00.1"
 NS = "ai-workloads"

@@ -23,7 +23,7 @@ from cni_shim import main
 from cni_shim.core.netconf import NetConf
 from cni_shim.errors import CniError, KubeApiError
 from cni_shim.handler import Services
-from cni_shim.system.cache import FileCacheStore
+from cni_shim.node.cache import FileCacheStore
 from sriov_contract import keys
 from sriov_contract.identity import config_sha256, shadow_name_for
 

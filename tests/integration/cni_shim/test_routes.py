@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cni_shim.errors import CniError
-from cni_shim.system.routes import IpRoutes
+from cni_shim.node.routes import IpRoutes
 
 pytestmark = pytest.mark.netns
 

@@ -1,0 +1,1 @@
+"""Adapters to this node: running plugin processes, files under cniDir, routes inside a netns, log output."""

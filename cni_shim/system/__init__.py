@@ -1,1 +1,0 @@
-"""Node adapters: running plugin processes, files under cniDir, routes inside a netns, logs."""

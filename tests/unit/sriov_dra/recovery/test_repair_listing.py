@@ -1,0 +1,135 @@
+"""A repair pass with one listing of the node's shadows: a converged shadow costs no read of its
+own, and every other one takes the live read-and-repair path exactly as without a listing."""
+
+from __future__ import annotations
+
+from sriov_contract.keys import PROTECTION_FINALIZER
+from sriov_dra.core.shadowmatch import ShadowIndex, index_shadows
+from sriov_dra.kubeletplugin.api import ClaimRef
+from sriov_dra.recovery.repair import RepairWorker
+from tests.fakes.driver_env import NODE_UID, NS, Env, vf_config
+from tests.fakes.kube_api import Fault, Obj
+
+VFS = ["0000-17-00-1", "0000-17-00-2"]
+
+
+def prepared(env: Env) -> tuple[ClaimRef, str, list[Obj]]:
+    _pod, ref = env.pod_with_claim(VFS, [vf_config(netAttachDefName="rail-a")])
+    assert env.prepare(ref).error == ""
+    shadows = sorted(env.shadows(), key=lambda o: o["metadata"]["name"])
+    assert len(shadows) == len(VFS)
+    env.api.reads.clear()
+    env.api.writes.clear()
+    return ref, ref.uid, shadows
+
+
+def listing_worker(env: Env) -> RepairWorker:
+    return RepairWorker(env.service, env.checkpoint.snapshot_all, listing=env.service.list_shadows)
+
+
+def shadow_gets(env: Env) -> list[str]:
+    return [name for verb, kind, name in env.api.reads if (verb, kind) == ("get", "nads")]
+
+
+def lists(env: Env) -> int:
+    return sum(1 for verb, kind, _n in env.api.reads if (verb, kind) == ("list", "nads"))
+
+
+def test_converged_shadows_cost_one_list_and_no_shadow_read(env: Env) -> None:
+    _pod, uid, _shadows = prepared(env)
+    assert listing_worker(env).run_once() == {uid: ""}
+    assert (lists(env), shadow_gets(env), env.api.writes) == (1, [], [])
+
+
+def test_without_a_listing_every_shadow_is_read(env: Env) -> None:
+    _pod, uid, shadows = prepared(env)
+    assert RepairWorker(env.service, env.checkpoint.snapshot_all).run_once() == {uid: ""}
+    assert lists(env) == 0
+    assert sorted(shadow_gets(env)) == [s["metadata"]["name"] for s in shadows]
+
+
+def test_no_records_no_listing(env: Env) -> None:
+    assert listing_worker(env).run_once() == {}
+    assert env.api.reads == []
+
+
+def test_shadow_deleted_behind_the_drivers_back_is_recreated(env: Env) -> None:
+    _ref, uid, shadows = prepared(env)
+    gone = shadows[0]["metadata"]["name"]
+    del env.api.objects[("nads", NS, gone)]
+    assert listing_worker(env).run_once() == {uid: ""}
+    assert shadow_gets(env) == [gone]  # only the one absent from the listing is read live
+    recreated = env.api.stored("nads", NS, gone)
+    assert recreated["metadata"]["uid"] != shadows[0]["metadata"]["uid"]
+    assert recreated["spec"] == shadows[0]["spec"]
+    assert recreated["metadata"]["finalizers"] == [PROTECTION_FINALIZER]
+    assert recreated["metadata"]["uid"] in {b["shadowUID"] for b in _bindings(env, uid)}
+    assert env.phases(uid) == ["Ready", "Ready"]
+
+
+def test_missing_finalizer_is_restored(env: Env) -> None:
+    _pod, uid, shadows = prepared(env)
+    key = ("nads", NS, shadows[1]["metadata"]["name"])
+    env.api.objects[key]["metadata"]["finalizers"] = ["example.com/keep"]
+    assert listing_worker(env).run_once() == {uid: ""}
+    assert shadow_gets(env) == [key[2]]
+    assert env.api.objects[key]["metadata"]["finalizers"] == ["example.com/keep", PROTECTION_FINALIZER]
+
+
+def test_edited_config_takes_the_strict_path(env: Env) -> None:
+    _pod, uid, shadows = prepared(env)
+    key = ("nads", NS, shadows[0]["metadata"]["name"])
+    env.api.objects[key]["spec"]["config"] = '{"cniVersion":"1.0.0","type":"sriov","vlan":7}'
+    assert listing_worker(env).run_once() == {uid: "ShadowConflict"}
+    assert shadow_gets(env) == [key[2]] and env.api.writes == []
+
+
+def test_deleting_shadow_takes_the_strict_path(env: Env) -> None:
+    _pod, uid, shadows = prepared(env)
+    shadow = shadows[0]["metadata"]
+    env.api.delete_nad(NS, shadow["name"], shadow["uid"])
+    env.api.writes.clear()
+    assert listing_worker(env).run_once() == {uid: "ShadowDeletionPending"}
+    assert shadow_gets(env) == [shadow["name"]] and env.api.writes == []
+
+
+def test_listing_failure_falls_back_to_reading_each_shadow(env: Env) -> None:
+    _pod, uid, shadows = prepared(env)
+    del env.api.objects[("nads", NS, shadows[0]["metadata"]["name"])]
+    env.api.fail("list", "nads", Fault(500))
+    assert listing_worker(env).run_once() == {uid: ""}
+    assert sorted(shadow_gets(env)) == [s["metadata"]["name"] for s in shadows]
+    assert len(env.shadows()) == len(VFS)
+
+
+def test_a_stale_listing_is_corrected_by_the_next_pass(env: Env) -> None:
+    """A shadow deleted after the listing was taken is trusted for that pass only."""
+    _pod, uid, shadows = prepared(env)
+    taken = index_shadows(env.api.list_shadows(NODE_UID))
+    gone = shadows[0]["metadata"]["name"]
+    del env.api.objects[("nads", NS, gone)]
+    snapshots: list[ShadowIndex] = [taken]
+
+    def listing() -> ShadowIndex | None:
+        return snapshots.pop() if snapshots else env.service.list_shadows()
+
+    worker = RepairWorker(env.service, env.checkpoint.snapshot_all, listing=listing)
+    assert worker.run_once() == {uid: ""}
+    assert len(env.shadows()) == 1
+    assert worker.run_once() == {uid: ""}
+    assert env.api.stored("nads", NS, gone)["metadata"]["finalizers"] == [PROTECTION_FINALIZER]
+
+
+def test_kubelet_prepare_reads_live_even_after_a_listing_pass(env: Env) -> None:
+    ref, uid, shadows = prepared(env)
+    assert listing_worker(env).run_once() == {uid: ""}
+    env.api.reads.clear()
+    assert env.prepare(ref).error == ""
+    assert lists(env) == 0
+    assert sorted(shadow_gets(env)) == [s["metadata"]["name"] for s in shadows]
+
+
+def _bindings(env: Env, claim_uid: str) -> list[dict[str, str]]:
+    record = env.checkpoint.snapshot_claim(claim_uid)
+    assert record is not None
+    return [dict(d.managed_binding or {}) for d in record.devices]
