@@ -33,6 +33,7 @@ gen: venv
 lint: venv gen
 	@$(VENV)/bin/ruff check .
 	@$(VENV)/bin/ruff format --check . >/dev/null || { echo "ruff format would change files: run 'ruff format .'"; exit 1; }
+	@out=$$($(VENV)/bin/lint-imports --no-cache --no-logo 2>&1) || { echo "$$out" | sed -n '/^Broken contracts/,$$p'; echo "import contracts broken (pyproject.toml [tool.importlinter])"; exit 1; }
 
 typecheck: venv gen
 	@$(VENV)/bin/mypy cni_shim sriov_dra sriov_contract plugins tests bench $(wildcard scripts/*.py)

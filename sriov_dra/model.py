@@ -47,6 +47,9 @@ RESERVED_ATTRIBUTES = frozenset(
     }
 )
 
+# Userspace (DPDK) drivers: a VF bound to one of these has no kernel netdevice by design.
+USERSPACE_DRIVERS = frozenset({"vfio-pci", "uio_pci_generic", "igb_uio"})
+
 AttributeValue = str | int | bool
 # A ResourceSlice DeviceAttribute as JSON: exactly one typed member, e.g. {"string": "ens1f0"}.
 TypedAttribute = dict[str, object]

@@ -19,12 +19,11 @@ from sriov_dra.core.bindingrecord import RELEASE_PHASES, phases_of
 from sriov_dra.core.claimrecord import ClaimRecord, PreparedDevice
 from sriov_dra.core.vfconfig import VfConfig, effective_vf_config
 from sriov_dra.kubeletplugin.api import ClaimRef, DeviceResult, PrepareOutcome
-from sriov_dra.model import DRIVER_NAME, VirtualFunction
+from sriov_dra.model import DRIVER_NAME, USERSPACE_DRIVERS, VirtualFunction
 from sriov_dra.ports import CdiSpecs, ClaimReader, VfDriver
 from sriov_dra.prepare.crashpoints import crash_point
 from sriov_dra.state import cdi
 from sriov_dra.state.checkpoint import PreparedClaims
-from sriov_dra.sysfs.vfdriver import USERSPACE_DRIVERS
 
 log = logging.getLogger(__name__)
 

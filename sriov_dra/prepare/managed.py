@@ -38,7 +38,7 @@ from sriov_dra.core.selection import merge_managed_selections
 from sriov_dra.core.shadowmatch import ShadowIndex, converged, index_shadows
 from sriov_dra.core.template import NamespacedName, resolve_template
 from sriov_dra.kubeletplugin.api import ClaimRef, DeviceResult, PrepareOutcome
-from sriov_dra.model import DRIVER_NAME
+from sriov_dra.model import DRIVER_NAME, USERSPACE_DRIVERS
 from sriov_dra.observe.events import NULL_OBSERVER, PhaseObserver
 from sriov_dra.ports import NadClient, PodClient, ShadowLister
 from sriov_dra.prepare.consumer import Consumer, ConsumerError, ConsumerResolver, check_new_consumer
@@ -56,7 +56,6 @@ from sriov_dra.prepare.locks import OperationLocks
 from sriov_dra.prepare.podnetworks import publish_selections, withdraw_claim_selections
 from sriov_dra.prepare.shadows import ensure_shadow, finalize_released_shadow, request_shadow_deletion
 from sriov_dra.state.checkpoint import PreparedClaims
-from sriov_dra.sysfs.vfdriver import USERSPACE_DRIVERS
 
 log = logging.getLogger(__name__)
 

@@ -12,9 +12,8 @@ import os
 from pathlib import Path
 
 from sriov_contract.errors import ReasonedError
+from sriov_dra.model import USERSPACE_DRIVERS
 
-# Userspace (DPDK) drivers: a VF bound to one of these has no kernel netdevice by design.
-USERSPACE_DRIVERS = frozenset({"vfio-pci", "uio_pci_generic", "igb_uio"})
 DEFAULT = "default"
 
 
