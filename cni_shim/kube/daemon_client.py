@@ -7,26 +7,11 @@ this adapter skips the library's model classes and maps every failure to KubeApi
 from __future__ import annotations
 
 import json
-import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from cni_shim.errors import KubeApiError
-
-REQUEST_TIMEOUT = 5.0
-NAD_GROUP_PATH = "/apis/k8s.cni.cncf.io/v1"
-
-
-def q(segment: str) -> str:
-    return urllib.parse.quote(segment, safe="")
-
-
-def pod_path(namespace: str, name: str) -> str:
-    return f"/api/v1/namespaces/{q(namespace)}/pods/{q(name)}"
-
-
-def nad_path(namespace: str, name: str) -> str:
-    return f"{NAD_GROUP_PATH}/namespaces/{q(namespace)}/network-attachment-definitions/{q(name)}"
+from cni_shim.kube.paths import REQUEST_TIMEOUT
 
 
 def _message(data: bytes) -> str:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from cni_shim.errors import KubeApiError
+from cni_shim.kube.paths import NADS_PATH
 
 Json = dict[str, Any]
 WATCH_SECONDS = 240
@@ -159,6 +160,4 @@ def pod_informer(source: Source, node_name: str, on_error: Callable[[str], None]
 
 
 def nad_informer(source: Source, on_error: Callable[[str], None]) -> Informer:
-    return Informer(
-        "nad", source, "/apis/k8s.cni.cncf.io/v1/network-attachment-definitions", [], on_error=on_error
-    )
+    return Informer("nad", source, NADS_PATH, [], on_error=on_error)

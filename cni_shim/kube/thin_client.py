@@ -18,9 +18,8 @@ from typing import Any, BinaryIO
 
 from cni_shim.errors import KubeApiError
 from cni_shim.kube.kubeconfig import Connection
+from cni_shim.kube.paths import REQUEST_TIMEOUT, nad_path, pod_path, pod_status_path
 
-REQUEST_TIMEOUT = 5.0
-NAD_PATH = "/apis/k8s.cni.cncf.io/v1/namespaces/{ns}/network-attachment-definitions/{name}"
 # A Pod or NAD is far below this; a bigger answer is refused rather than buffered.
 MAX_BODY = 32 * 1024 * 1024
 _MAX_LINE = 65536
@@ -204,26 +203,19 @@ class KubeClient:
         return doc
 
     def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-        path = f"/api/v1/namespaces/{_q(namespace)}/pods/{_q(name)}"
-        return self._get(path, f"pod {namespace}/{name}")
+        return self._get(pod_path(namespace, name), f"pod {namespace}/{name}")
 
     def get_nad(self, namespace: str, name: str) -> dict[str, Any] | None:
-        path = NAD_PATH.format(ns=_q(namespace), name=_q(name))
-        return self._get(path, f"network-attachment-definition {namespace}/{name}")
+        return self._get(nad_path(namespace, name), f"network-attachment-definition {namespace}/{name}")
 
     def replace_pod_status(self, pod: Mapping[str, Any]) -> None:
         meta = pod["metadata"]
-        path = f"/api/v1/namespaces/{_q(meta['namespace'])}/pods/{_q(meta['name'])}/status"
-        status, data = self.request("PUT", path, pod)
+        status, data = self.request("PUT", pod_status_path(meta["namespace"], meta["name"]), pod)
         if status != 200:
             raise KubeApiError(
                 f"status update failed for pod {meta['namespace']}/{meta['name']}: HTTP {status}: {_reason(data)}",
                 status,
             )
-
-
-def _q(segment: str) -> str:
-    return urllib.parse.quote(segment, safe="")
 
 
 def _reason(data: bytes) -> str:

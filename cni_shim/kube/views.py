@@ -12,8 +12,8 @@ from typing import Any, Protocol
 
 from cni_shim.core import prefetch
 from cni_shim.core.prefetch import Key
-from cni_shim.kube.daemon_client import nad_path, pod_path
 from cni_shim.kube.informers import Store
+from cni_shim.kube.paths import nad_path, pod_path, pod_status_path
 from sriov_contract.keys import NETWORKS_ANNOTATION
 
 Json = dict[str, Any]
@@ -90,7 +90,7 @@ class LiveView:
 
     def replace_pod_status(self, pod: Mapping[str, Any]) -> None:
         meta = pod["metadata"]
-        path = pod_path(meta["namespace"], meta["name"]) + "/status"
+        path = pod_status_path(meta["namespace"], meta["name"])
         self._api.put(path, pod, f"status of pod {meta['namespace']}/{meta['name']}")
 
 

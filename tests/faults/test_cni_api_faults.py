@@ -37,7 +37,7 @@ from kubernetes import client
 
 from cni_shim import handler
 from cni_shim.errors import INTERNAL, TRY_AGAIN_LATER
-from cni_shim.kube import thin_client
+from cni_shim.kube import paths
 from sriov_contract import keys
 from tests.bed import faultproxy
 from tests.bed.faultproxy import Fault, FaultProxy, RecordedRequest
@@ -65,7 +65,7 @@ HOLD_S = 60.0
 # The slowest faulty ADD is the Pod GET's whole retry budget, or one call held to its timeout. A
 # resent held call would take at least two timeouts, so that is the bound: it leaves a loaded CI
 # machine several seconds of slack and still catches the resend.
-ADD_BUDGET_S = max(handler.POD_RETRY_BUDGET, 2 * thin_client.REQUEST_TIMEOUT)
+ADD_BUDGET_S = max(handler.POD_RETRY_BUDGET, 2 * paths.REQUEST_TIMEOUT)
 PLACEHOLDER_IPS = [{"address": "0.0.0.0/0", "gateway": "0.0.0.0"}]
 
 # The shim's calls, as ``_call`` writes them: "<verb> <kind> <status>", then "!" when the proxy
@@ -434,7 +434,7 @@ def _run_del(node: Node, column: str) -> None:
     node.proxy.clear()
     assert rm.returncode == 0, f"DEL failed: {rm.stdout}{rm.stderr}"
     assert calls == [], f"DEL made API calls: {calls}"
-    assert took < thin_client.REQUEST_TIMEOUT, f"DEL took {took:.1f}s"
+    assert took < paths.REQUEST_TIMEOUT, f"DEL took {took:.1f}s"
     node.assert_untouched(sb)
 
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from cni_shim.kube.daemon_client import NAD_GROUP_PATH, ApiServer
+from cni_shim.kube.daemon_client import ApiServer
+from cni_shim.kube.paths import NAD_GROUP_PATH
 from tests.bed.cni_objects import create_nad
 
 pytestmark = pytest.mark.integration

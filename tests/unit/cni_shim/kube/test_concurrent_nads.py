@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from cni_shim.errors import KubeApiError
-from cni_shim.kube.daemon_client import nad_path
 from cni_shim.kube.informers import Store
+from cni_shim.kube.paths import nad_path
 from cni_shim.kube.views import CachedView, LiveView
 from cni_shim.ports import ManyNads
 from tests.support.cni_shim import FakeKube

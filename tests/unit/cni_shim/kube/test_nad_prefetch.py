@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from cni_shim.core.prefetch import Key, NadReads, guessed_nads, nad_reads
 from cni_shim.errors import KubeApiError
-from cni_shim.kube.daemon_client import nad_path, pod_path
 from cni_shim.kube.informers import Store
+from cni_shim.kube.paths import nad_path, pod_path
 from cni_shim.kube.views import LiveView
 from sriov_contract.keys import NETWORKS_ANNOTATION
 
