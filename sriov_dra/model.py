@@ -9,8 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
-DRIVER_NAME = "sriovnetwork.k8snetworkplumbingwg.io"
+from sriov_contract.keys import DOMAIN
+
+# As upstream, the DRA driver name, the group of its policy API and the contract's annotation
+# domain are one string.
+DRIVER_NAME: Final = DOMAIN
+POLICY_GROUP: Final = DOMAIN
+POLICY_VERSION: Final = "v1alpha1"
+NAD_GROUP: Final = "k8s.cni.cncf.io"
+DRA_GROUP: Final = "resource.k8s.io"
+DRA_VERSION: Final = "v1"
 
 ATTR_VENDOR = f"{DRIVER_NAME}/vendor"
 ATTR_DEVICE_ID = f"{DRIVER_NAME}/deviceID"

@@ -28,11 +28,9 @@ from sriov_dra.cli.common import (
     reasoned,
     table,
 )
+from sriov_dra.model import DRA_GROUP, DRA_VERSION, NAD_GROUP, POLICY_GROUP, POLICY_VERSION
 
 SHIM: Final = "cni-shim"
-NAD: Final = "k8s.cni.cncf.io"
-DRA: Final = "resource.k8s.io"
-POLICY: Final = "sriovnetwork.k8snetworkplumbingwg.io"
 DRIVER_NAMESPACE: Final = "dra-driver-sriov"
 
 
@@ -57,23 +55,23 @@ def _rights(verbs: str, group: str, resource: str, subresource: str = "", namesp
 # Every call the driver makes (deploy/driver-rbac.yaml grants exactly these).
 DRIVER_RIGHTS: Final = (
     _rights("get patch", "", "pods")
-    + _rights("get list watch create patch delete", NAD, "network-attachment-definitions")
+    + _rights("get list watch create patch delete", NAD_GROUP, "network-attachment-definitions")
     + _rights("create patch", "", "events")
     + _rights("get list watch", "", "nodes")
-    + _rights("get list watch create update patch delete", DRA, "resourceslices")
-    + _rights("get list watch", DRA, "resourceclaims")
-    + _rights("update patch", DRA, "resourceclaims", "status")
-    + _rights("associated-node:update associated-node:patch", DRA, "resourceclaims", "driver")
-    + _rights("get", DRA, "deviceclasses")
-    + _rights("get list watch", POLICY, "sriovresourcepolicies", namespace=DRIVER_NAMESPACE)
-    + _rights("get list watch", POLICY, "deviceattributes", namespace=DRIVER_NAMESPACE)
+    + _rights("get list watch create update patch delete", DRA_GROUP, "resourceslices")
+    + _rights("get list watch", DRA_GROUP, "resourceclaims")
+    + _rights("update patch", DRA_GROUP, "resourceclaims", "status")
+    + _rights("associated-node:update associated-node:patch", DRA_GROUP, "resourceclaims", "driver")
+    + _rights("get", DRA_GROUP, "deviceclasses")
+    + _rights("get list watch", POLICY_GROUP, "sriovresourcepolicies", namespace=DRIVER_NAMESPACE)
+    + _rights("get list watch", POLICY_GROUP, "deviceattributes", namespace=DRIVER_NAMESPACE)
 )
 REQUIRED_RESOURCES: Final = (
-    (NAD, "v1", "network-attachment-definitions"),
-    (POLICY, "v1alpha1", "sriovresourcepolicies"),
-    (POLICY, "v1alpha1", "deviceattributes"),
-    (DRA, "v1", "resourceclaims"),
-    (DRA, "v1", "resourceslices"),
+    (NAD_GROUP, "v1", "network-attachment-definitions"),
+    (POLICY_GROUP, POLICY_VERSION, "sriovresourcepolicies"),
+    (POLICY_GROUP, POLICY_VERSION, "deviceattributes"),
+    (DRA_GROUP, DRA_VERSION, "resourceclaims"),
+    (DRA_GROUP, DRA_VERSION, "resourceslices"),
 )
 
 

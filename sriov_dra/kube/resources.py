@@ -17,12 +17,10 @@ from kubernetes.client.exceptions import ApiException
 from sriov_contract.errors import ReasonedError
 from sriov_contract.keys import MANAGED_BY_LABEL, MANAGED_BY_VALUE, NODE_UID_LABEL
 from sriov_dra.apierrors import NOT_FOUND, ApiError, api_error
-from sriov_dra.model import DRIVER_NAME
+from sriov_dra.model import DRA_GROUP, DRA_VERSION, DRIVER_NAME, NAD_GROUP, POLICY_GROUP, POLICY_VERSION
 
 log = logging.getLogger(__name__)
 
-GROUP = "sriovnetwork.k8snetworkplumbingwg.io"
-VERSION = "v1alpha1"
 # The client's default is no timeout at all: a black-holed connection would hold the claim and
 # Pod locks (and every later kubelet retry waiting on them) until TCP gives up. Bounded well
 # below kubelet's 45 s call deadline, so kubelet gets our reasoned "no response" error instead.
@@ -52,7 +50,7 @@ class KubeClaims:
     def get_claim(self, namespace: str, name: str) -> Mapping[str, Any]:
         try:
             obj = self._objs.get_namespaced_custom_object(
-                "resource.k8s.io", "v1", namespace, "resourceclaims", name, _request_timeout=REQUEST_TIMEOUT_S
+                DRA_GROUP, DRA_VERSION, namespace, "resourceclaims", name, _request_timeout=REQUEST_TIMEOUT_S
             )
         except ApiException as exc:
             if exc.status == 404:
@@ -337,7 +335,7 @@ class KubeShadowLister:
             "managed shadows",
             self._objs.list_cluster_custom_object,
             {
-                "group": "k8s.cni.cncf.io",
+                "group": NAD_GROUP,
                 "version": "v1",
                 "plural": "network-attachment-definitions",
                 "label_selector": self.selector(node_uid),
@@ -392,19 +390,19 @@ class KubeSlices:
     def list(self) -> list[dict[str, Any]]:
         return _items(
             self._objs.list_cluster_custom_object(
-                "resource.k8s.io", "v1", "resourceslices", field_selector=self.selector
+                DRA_GROUP, DRA_VERSION, "resourceslices", field_selector=self.selector
             )
         )
 
     def create(self, body: Mapping[str, Any]) -> None:
-        self._objs.create_cluster_custom_object("resource.k8s.io", "v1", "resourceslices", dict(body))
+        self._objs.create_cluster_custom_object(DRA_GROUP, DRA_VERSION, "resourceslices", dict(body))
 
     def replace(self, name: str, body: Mapping[str, Any]) -> None:
-        self._objs.replace_cluster_custom_object("resource.k8s.io", "v1", "resourceslices", name, dict(body))
+        self._objs.replace_cluster_custom_object(DRA_GROUP, DRA_VERSION, "resourceslices", name, dict(body))
 
     def delete(self, name: str) -> None:
         try:
-            self._objs.delete_cluster_custom_object("resource.k8s.io", "v1", "resourceslices", name)
+            self._objs.delete_cluster_custom_object(DRA_GROUP, DRA_VERSION, "resourceslices", name)
         except ApiException as exc:
             if exc.status != 404:
                 raise
@@ -421,11 +419,17 @@ class KubePolicySource:
 
     def policies(self) -> list[dict[str, Any]]:
         return _items(
-            self._objs.list_namespaced_custom_object(GROUP, VERSION, self._ns, "sriovresourcepolicies")
+            self._objs.list_namespaced_custom_object(
+                POLICY_GROUP, POLICY_VERSION, self._ns, "sriovresourcepolicies"
+            )
         )
 
     def device_attributes(self) -> list[dict[str, Any]]:
-        return _items(self._objs.list_namespaced_custom_object(GROUP, VERSION, self._ns, "deviceattributes"))
+        return _items(
+            self._objs.list_namespaced_custom_object(
+                POLICY_GROUP, POLICY_VERSION, self._ns, "deviceattributes"
+            )
+        )
 
     def node(self) -> tuple[str, dict[str, str]]:
         md = self._core.read_node(self.node_name).metadata
@@ -440,8 +444,8 @@ class KubePolicySource:
                 "SriovResourcePolicies",
                 self._objs.list_namespaced_custom_object,
                 {
-                    "group": GROUP,
-                    "version": VERSION,
+                    "group": POLICY_GROUP,
+                    "version": POLICY_VERSION,
                     "namespace": self._ns,
                     "plural": "sriovresourcepolicies",
                 },
@@ -449,7 +453,12 @@ class KubePolicySource:
             (
                 "DeviceAttributes",
                 self._objs.list_namespaced_custom_object,
-                {"group": GROUP, "version": VERSION, "namespace": self._ns, "plural": "deviceattributes"},
+                {
+                    "group": POLICY_GROUP,
+                    "version": POLICY_VERSION,
+                    "namespace": self._ns,
+                    "plural": "deviceattributes",
+                },
             ),
             ("Node", self._core.list_node, {"field_selector": f"metadata.name={self.node_name}"}),
             (
