@@ -2,7 +2,7 @@
 
 import subprocess
 import sys
-from importlib.metadata import entry_points
+from importlib.metadata import distribution, entry_points
 
 DECLARED = {"cni-shim", "cni-shim-daemon", "sriov-dra-driver", "sriov-dra"}
 
@@ -24,3 +24,10 @@ def test_admin_cli_has_help() -> None:
     )
     assert out.returncode == 0
     assert "Inspect and operate" in out.stdout
+
+
+def test_the_distribution_installs_only_product_packages_under_specific_names() -> None:
+    # Generic names such as `driver` or `plugins` would collide in site-packages; the test
+    # plugins stay in the repository.
+    top_level = distribution("auto-sriov").read_text("top_level.txt") or ""
+    assert set(top_level.split()) == {"cni_shim", "sriov_contract", "sriov_dra"}
