@@ -29,10 +29,11 @@ from cni_shim import main
 from cni_shim.handler import Services
 from cni_shim.node.cache import FileCacheStore
 from sriov_contract.keys import NETWORKS_ANNOTATION
+from tests.fakes.cni_ports import FakeExecutor, FakeKube
 from tests.fuzz.hostile import emit, hostile_text, mutated_text
 from tests.fuzz.test_fuzz_annotations import NETWORK_SEEDS
 from tests.fuzz.test_fuzz_driver import CONFIG_SEEDS
-from tests.support.cni_shim import FakeExecutor, FakeKube, ShimHarness
+from tests.support.cni_shim import ShimHarness
 
 SHIM = Path(sys.executable).with_name("cni-shim")
 NS = "ai-workloads"

@@ -15,7 +15,7 @@ from cni_shim.kube.informers import Store
 from cni_shim.kube.paths import nad_path
 from cni_shim.kube.views import CachedView, LiveView
 from cni_shim.ports import ManyNads
-from tests.support.cni_shim import FakeKube
+from tests.fakes.cni_ports import FakeKube
 
 NETWORKS = "k8s.v1.cni.cncf.io/networks"
 
