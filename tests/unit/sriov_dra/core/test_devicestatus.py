@@ -99,6 +99,13 @@ def test_remerge_keeps_transition_time_and_network_data_so_nothing_changes():
     assert again == first
 
 
+def test_newly_known_network_data_replaces_the_reported_one():
+    old = desired_entry(report(network={"interfaceName": "dra0"}), generation=1, now=T0)
+    net = {"interfaceName": "dra0", "ips": ["192.0.2.7/32"]}
+    (entry,) = merge_device_status([old], [desired_entry(report(network=net), generation=1, now=T1)])
+    assert entry == old | {"networkData": net}
+
+
 def test_changed_data_is_replaced_but_an_unchanged_status_keeps_its_transition_time():
     first = merge_device_status([], [desired_entry(report(attachment="a1"), generation=1, now=T0)])
     changed = merge_device_status(first, [desired_entry(report(attachment="a2"), generation=2, now=T1)])

@@ -1,6 +1,7 @@
 """Policy evaluation: opt-in, first policy by name then first config, blocked never falls through."""
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -123,8 +124,19 @@ def test_unimplemented_filters_rejected_only_in_managed_mode(inventory) -> None:
     assert sorted(run(inventory, policies).eligible) != []
     out = run(inventory, policies, managed=True)
     assert out.eligible == {} and all(r.startswith("UnsupportedPolicyFilter:") for r in out.blocked.values())
-    out = run(inventory, [pol("p", [{"resourceFilters": [{"pfNames": ["ens1f0#0-1"]}]}])], managed=True)
+
+
+def test_a_vf_range_pf_name_blocks_the_devices_it_claims_in_managed_mode(inventory) -> None:
+    # the plain name matches ens1f0's VFs; the '#' range beside it is what managed mode refuses
+    policies = [pol("p", [{"resourceFilters": [{"pfNames": ["ens1f0", "ens1f0#0-1"]}]}])]
+    assert sorted(run(inventory, policies).eligible) == ["0000-17-00-1", "0000-17-00-2"]
+    out = run(inventory, policies, managed=True)
     assert out.eligible == {}
+    reason = (
+        "UnsupportedPolicyFilter: SriovResourcePolicy p configs[0]: pfNames with a '#' VF range is not "
+        "implemented in automatic mode; use vendors, devices, pfNames, pfPciAddresses, pciAddresses or linkType"
+    )
+    assert out.blocked == {"0000-17-00-1": reason, "0000-17-00-2": reason}
 
 
 def test_managed_mode_blocks_selector_without_matches(inventory) -> None:
@@ -150,32 +162,29 @@ def test_node_selector_follows_label_changes(inventory) -> None:
     assert len(run(inventory, policies, labels={"sriov": "on"}).eligible) == 4
 
 
+def one_expression(key: str, operator: str, *values: str) -> dict[str, Any]:
+    """A node selector of one term with one matchExpression."""
+    requirement: dict[str, Any] = {"key": key, "operator": operator}
+    if values:
+        requirement["values"] = list(values)
+    return {"nodeSelectorTerms": [{"matchExpressions": [requirement]}]}
+
+
 @pytest.mark.parametrize(
     ("selector", "labels", "expected"),
     [
         (None, {}, True),
         ({"nodeSelectorTerms": []}, {}, True),
         ({"nodeSelectorTerms": [{}]}, {}, False),  # an empty term selects nothing
-        (
-            {"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Exists"}]}]},
-            {"a": ""},
-            True,
-        ),
-        (
-            {"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "DoesNotExist"}]}]},
-            {"a": ""},
-            False,
-        ),
-        (
-            {"nodeSelectorTerms": [{"matchExpressions": [{"key": "n", "operator": "Gt", "values": ["3"]}]}]},
-            {"n": "4"},
-            True,
-        ),
-        (
-            {"nodeSelectorTerms": [{"matchExpressions": [{"key": "n", "operator": "Lt", "values": ["3"]}]}]},
-            {"n": "4"},
-            False,
-        ),
+        (one_expression("a", "Exists"), {"a": ""}, True),
+        (one_expression("a", "DoesNotExist"), {"a": ""}, False),
+        (one_expression("n", "Gt", "3"), {"n": "4"}, True),
+        (one_expression("n", "Lt", "3"), {"n": "4"}, False),
+        (one_expression("n", "Gt", "x"), {"n": "4"}, False),  # a value that is no integer
+        (one_expression("n", "Lt", "5"), {"n": "four"}, False),
+        (one_expression("n", "Gt", "1", "2"), {"n": "4"}, False),  # Gt/Lt take exactly one value
+        (one_expression("n", "Lt", "5"), {}, False),  # an absent label compares to nothing
+        (one_expression("n", "Equals", "4"), {"n": "4"}, False),  # an unknown operator never matches
         (
             {
                 "nodeSelectorTerms": [

@@ -6,55 +6,20 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_contract.binding import SourceRef
-from sriov_contract.errors import ReasonedError
-from sriov_contract.identity import BindingIdentity
-from sriov_contract.keys import BINDING_ANNOTATION, PROTECTION_FINALIZER, PROTOCOL_VERSION
+from sriov_contract.errors import ContractError, ReasonedError
+from sriov_contract.keys import BINDING_ANNOTATION, PROTECTION_FINALIZER
 from sriov_dra.core.bindingrecord import BindingRecord
 from sriov_dra.core.shadowmatch import converged, index_shadows, listed_shadow
-from sriov_dra.core.shadowspec import check_shadow, finalizers_of, is_deleting, shadow_object
-from sriov_dra.model import DRIVER_NAME
-
-NODE_UID = "6b1f0e4e-1111-4222-8333-944455556666"
-POD_UID = "0a4b3c2d-1111-4222-8333-000000000001"
-OTHER_UID = "0a4b3c2d-1111-4222-8333-000000000002"
-SHADOW_UID = "5e5e5e5e-1111-4222-8333-000000000003"
-CONFIG = '{"cniVersion":"1.0.0","name":"rail-a","type":"sriov","vlan":100}'
-
-RECORD = BindingRecord(
-    phase="Ready",
-    identity=BindingIdentity(
-        PROTOCOL_VERSION,
-        NODE_UID,
-        POD_UID,
-        "c1a1c1a1-1111-4222-8333-000000000004",
-        DRIVER_NAME,
-        "node-a",
-        "0000-17-00-1",
-    ),
-    node_name="node-a",
-    pod_namespace="ns",
-    pod_name="pod",
-    plan_index=0,
-    interface="dra0",
-    pci_address="0000:17:00.1",
-    source=SourceRef("ns", "rail-a", "5a5a5a5a-1111-4222-8333-000000000005", "7"),
-    config=CONFIG,
-    shadow_uid=SHADOW_UID,
-)
-
-
-def written() -> dict[str, Any]:
-    """The shadow as the API server holds it after the driver's Create."""
-    obj = shadow_object(RECORD)
-    obj["metadata"].update(uid=SHADOW_UID, resourceVersion="12")
-    return obj
+from sriov_dra.core.shadowspec import check_shadow, finalizers_of, is_deleting
+from tests.unit.sriov_dra.core.test_bindingrecord import CONFIG, OTHER_UID, POD_UID, RECORD, SHADOW_UID
+from tests.unit.sriov_dra.core.test_shadowspec import written
 
 
 def lookup(obj: dict[str, Any], record: BindingRecord = RECORD) -> bool:
@@ -113,6 +78,14 @@ def test_any_difference_is_not_converged(mutation: str) -> None:
 def test_a_record_without_a_shadow_uid_never_converges() -> None:
     obj = written()
     assert not lookup(obj, RECORD.with_shadow_uid(""))
+
+
+def test_a_record_the_contract_refuses_never_converges() -> None:
+    invalid = replace(RECORD, interface="bad/name")
+    with pytest.raises(ContractError) as err:
+        invalid.binding()
+    assert err.value.reason == "InvalidInterfaceName"
+    assert not lookup(written(), invalid)
 
 
 def test_the_listed_facts_are_small_and_exact() -> None:

@@ -15,7 +15,7 @@ import pytest
 from sriov_contract.keys import PROTECTION_FINALIZER, REGISTRY_ANNOTATION
 from sriov_contract.registry import parse_registry
 from sriov_dra.apierrors import ApiError, api_error
-from sriov_dra.core.backoff import backoff, jittered
+from sriov_dra.core.backoff import backoff
 from sriov_dra.observe.events import BindingReporter, EventRecorder, InvolvedObject
 from sriov_dra.observe.metrics import CountingSlices, DriverMetrics
 from sriov_dra.recovery.repair import BACKING_OFF, RepairWorker
@@ -318,13 +318,6 @@ def test_every_repair_pass_is_timed(env: Env) -> None:
     assert metrics.registry.get_sample_value("sriov_dra_repair_duration_seconds_count") == 2
     assert metrics.registry.get_sample_value("sriov_dra_repair_duration_seconds_sum") == 0.75
     assert metrics.registry.get_sample_value("sriov_dra_repair_duration_seconds_bucket", {"le": "0.25"}) == 1
-
-
-def test_jitter_and_backoff_are_bounded() -> None:
-    assert jittered(30, 0.2, 0.0) == pytest.approx(24) and jittered(30, 0.2, 0.999999) == pytest.approx(
-        36, abs=1e-3
-    )
-    assert [backoff(n) for n in (1, 2, 3)] == [1, 2, 4] and backoff(100) == 300
 
 
 def test_worker_thread_passes_on_trigger_and_stops(env: Env) -> None:
