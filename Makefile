@@ -13,10 +13,11 @@ all: test
 deps:
 	@scripts/install-deps
 
+# pip shows setuptools' "Editable installation" note even with -q; a newcomer cannot act on it.
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
 	@$(PY) -m pip install -q --upgrade pip
-	@$(PY) -m pip install -q -e '.[dev]'
+	@PYTHONWARNINGS='ignore:Editable installation' $(PY) -m pip install -q -e '.[dev]'
 	@touch $@
 
 venv: $(VENV)/.installed
