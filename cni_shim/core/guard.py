@@ -136,7 +136,8 @@ def check_shadow(
     pod: Mapping[str, Any],
     registry: Registry | None,
 ) -> None:
-    """All of spec 10.3 for one selected shadow; raises on the first failed check."""
+    """All of spec 10.3 for one selected shadow (Pod, node, namespace, owner, finalizer, deletion,
+    resourceName, PCI, hash, registry); raises on the first failed check."""
     meta = nad.get("metadata") or {}
     pod_meta = pod.get("metadata") or {}
     what = f"{meta.get('namespace')}/{meta.get('name')}"

@@ -191,7 +191,8 @@ def run(cfg: Config, stop: threading.Event) -> None:
             source=source,
             observer=reporter,
         )
-        # The repair worker's first pass runs before kubelet can reach the plugin (spec 8.3).
+        # The repair worker's first pass runs before kubelet can reach the plugin (spec 8.3: repair
+        # starts once the checkpoint is loaded and before the driver serves managed prepares).
         start_repair(
             stop,
             managed_preparer,

@@ -1,5 +1,7 @@
 """`sriov-dra inspect pod|node`: what the driver decided, read from the API and the checkpoint
-(spec 19.2 items 1 and 2). Read only: nothing here writes to the cluster or the node."""
+(spec 19.2 items 1 and 2: each VF's rail, source NAD, shadow, interface and conflicting manual
+selections, before anyone debugs a stuck sandbox). Read only: nothing here writes to the cluster
+or the node."""
 
 from __future__ import annotations
 

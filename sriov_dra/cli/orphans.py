@@ -1,4 +1,5 @@
-"""`sriov-dra orphans`: this node's managed shadows against its checkpoint (spec 8.5, 18.3).
+"""`sriov-dra orphans`: this node's managed shadows against its checkpoint (spec 8.5, 18.3: an
+orphan is reported, and only an operator finalizes it).
 
 A dry run by default. `--finalize ID` takes one orphan's full attachment ID and removes only our
 finalizer from exactly that object; foreign finalizers are listed separately and never touched.

@@ -1,4 +1,5 @@
-"""`sriov-dra preflight`: is this node ready for managed networks (spec 18.1)?
+"""`sriov-dra preflight`: is this node ready for managed networks (spec 18.1: verify the CNI
+side's live reads and the driver's rights on every node before turning auto-attach on)?
 
 Checks the CNI side's effective daemon configuration (live reads on ADD), that the shim answers
 its identity and VERSION queries, the plugin binaries, the persistent cache directories, the

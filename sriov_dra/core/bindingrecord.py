@@ -1,4 +1,5 @@
-"""The versioned managed-binding record each prepared VF carries in the checkpoint (spec 6.3).
+"""The versioned managed-binding record each prepared VF carries in the checkpoint (spec 6.3: extend
+the existing checkpoint, no second database).
 
 It holds what the driver decided at the first prepare and must never re-decide: the frozen CNI
 bytes and their hash, the source NAD's identity, the interface name and plan position, the

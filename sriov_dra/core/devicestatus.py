@@ -1,4 +1,5 @@
-"""This driver's entries in a ResourceClaim's `status.devices` (informational only, spec 6.4).
+"""This driver's entries in a ResourceClaim's `status.devices` (spec 6.4: diagnostics only,
+nothing on the CNI path reads them).
 
 The list is a map keyed by (driver, pool, device, shareID) that every driver of the claim shares:
 a merge changes only the entries this driver names and keeps every other entry exactly as read,

@@ -1,4 +1,5 @@
-"""The Pod's managed interface plan: one binding identity and interface name per physical VF (6.2, 6.5).
+"""The Pod's managed interface plan: one binding identity and interface name per physical VF (spec
+6.2: identity from node, Pod, claim, driver, pool and device; 6.5: dra0, dra1, ... in sorted order).
 
 The plan covers every device this driver allocated across all of the Pod's claims, computed
 from allocations alone, so it does not depend on which claim kubelet prepares first, on RPC

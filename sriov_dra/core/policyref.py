@@ -1,4 +1,5 @@
-"""Merging a policy's matching DeviceAttributes without letting the NAD reference drift (spec 5.3).
+"""Merging a policy's matching DeviceAttributes without letting the NAD reference drift (spec 5.3:
+matching objects must agree on the NAD reference).
 
 Ordinary keys keep upstream's rule: objects merge in name order and the last duplicate wins.
 The two reference keys are different: each object must carry a complete reference of its own,

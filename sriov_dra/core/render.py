@@ -1,4 +1,5 @@
-"""Render a source NAD's CNI configuration into the frozen bytes of one VF's shadow (spec section 7).
+"""Render a source NAD's CNI configuration into the frozen bytes of one VF's shadow (spec 7: inject
+the PCI address, lose nothing else).
 
 The output must be what the administrator wrote plus exactly one change, the allocated PCI
 address in the one sriov plugin. Everything else (number text, unknown fields, the IPAM

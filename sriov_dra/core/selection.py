@@ -1,4 +1,5 @@
-"""Merging the driver's managed selections into a Pod's networks annotation (spec section 9).
+"""Merging the driver's managed selections into a Pod's networks annotation (spec 9: own only what
+the registry records, keep every other selection as it was).
 
 Ownership is never inferred from a name prefix: an element is ours only when the registry
 annotation records its exact (namespace, name, interface) tuple. Everything else is someone

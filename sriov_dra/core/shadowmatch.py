@@ -1,4 +1,5 @@
-"""A listed shadow against its binding record, without a read of its own (spec 8.3 repair).
+"""A listed shadow against its binding record, without a read of its own (spec 8.3: every repair
+pass rechecks every binding, so a healthy one must be cheap).
 
 A repair pass lists this node's shadows once and keeps of each only what decides convergence.
 `converged` is deliberately narrower than the strict `check_shadow`: it says yes only for the

@@ -1,4 +1,5 @@
-"""Which source NAD a VF uses (spec 5.2): per-device reference attributes versus VfConfig.
+"""Which source NAD a VF uses (spec 5.2: the per-device reference, else VfConfig's; if both exist
+they must agree): per-device reference attributes versus VfConfig.
 
 A reference's namespace stays symbolic ("" = the consuming Pod's namespace) until the Pod has
 been verified; it is never defaulted from the policy, attribute object or driver namespace.

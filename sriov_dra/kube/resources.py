@@ -311,7 +311,8 @@ class KubeNads:
 
 
 class KubeShadowLister:
-    """Managed shadows of one node across all namespaces (spec 8.5), found by their labels."""
+    """Managed shadows of one node across all namespaces, found by their labels (spec 8.5: listing
+    only the checkpoint's namespaces would miss orphans)."""
 
     def __init__(self, api: client.ApiClient) -> None:
         self._api = api

@@ -1,4 +1,5 @@
-"""Kubernetes Events and structured logs for managed-binding transitions and failures (spec 18.2).
+"""Kubernetes Events and structured logs for managed-binding transitions and failures (spec 18.2:
+Pod/claim UIDs, devices and binding IDs, never a CNI config).
 
 Each transition or failure is reported on the Pod and on the claim. An identical event (same
 object, type, reason and message) is sent once: a repair loop that keeps meeting the same

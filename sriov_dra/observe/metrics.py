@@ -1,4 +1,5 @@
-"""The node agent's Prometheus metrics (spec 18.2).
+"""The node agent's Prometheus metrics (spec 18.2: bindings by phase, failures by bounded reason,
+repair latency).
 
 Labels stay bounded: operations and phases are fixed sets and a failure is labelled by its
 stable reason code, folded into "Other" once too many distinct codes were seen. Pod, claim and

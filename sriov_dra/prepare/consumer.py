@@ -1,10 +1,11 @@
-"""ResolvePodForClaim (spec 6.1): the one Pod a managed claim is prepared for, verified live.
+"""ResolvePodForClaim (spec 6.1: take the Pod from the reservation, never search for one): the one
+Pod a managed claim is prepared for, verified live.
 
 The kubelet RPC names a claim, not a Pod, and reservedFor is a consumer list. So the consumer is
 taken from the reservation, fetched live, checked against this node, and must itself reference the
 exact claim through pod.spec.resourceClaims (resourceclaim.Name semantics). Everything outside the
-first supported envelope (spec 4.1) is refused here, before any VF is touched, each with its own
-reason.
+first supported envelope (spec 4.1: one ordinary Pod consumer, exclusive VFs, no hostNetwork) is
+refused here, before any VF is touched, each with its own reason.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def _refuse(reason: str, claim: Mapping[str, Any], why: str) -> ConsumerError:
 
 
 def check_claim_envelope(claim: Mapping[str, Any]) -> tuple[str, str]:
-    """Pure 4.1 checks on the claim alone; returns the reserved Pod's (name, UID)."""
+    """Pure spec 4.1 envelope checks on the claim alone; returns the reserved Pod's (name, UID)."""
     meta = claim.get("metadata") or {}
     if not all(meta.get(k) for k in ("namespace", "name", "uid")):
         raise _refuse("InvalidClaim", claim, "namespace, name and UID are required")

@@ -91,7 +91,7 @@ class HostPreparer:
     """The node agent's NodeService: claims in, per-claim outcomes out.
 
     Its public host steps (fetch_claim, allocated, prepare_devices, ensure_cdi, release_devices)
-    are also what managed preparation (driver/managed.py) builds on.
+    are also what managed preparation (sriov_dra.prepare.managed) builds on.
     """
 
     def __init__(

@@ -1,5 +1,5 @@
-"""Managed network bindings (spec 8.1, 8.2, 8.4): prepare -> shadow NAD -> Pod selections, and
-strict release.
+"""Managed network bindings (spec 8.1, 8.2: render before hardware, then only retry forward; 8.4:
+release in a fixed order): prepare -> shadow NAD -> Pod selections, and strict release.
 
 Prepare, per claim: verify the consumer; under the claim-then-Pod locks validate and render
 everything before any hardware change; run the ordinary host/CDI preparation, which checkpoints
@@ -124,7 +124,7 @@ class ManagedPreparer:
 
         return reported
 
-    # -- repair (spec 8.3) ---------------------------------------------------------------------
+    # -- repair (spec 8.3: converge without kubelet; only kubelet starts a release) ------------
 
     def list_shadows(self) -> ShadowIndex | None:
         """This node's shadows as one listing for a repair pass, or None (no lister, or the listing

@@ -1,4 +1,5 @@
-"""Publishing and withdrawing managed selections on the live Pod (spec 8.1 step 4, 8.4 step 3).
+"""Publishing and withdrawing managed selections on the live Pod (spec 8.1 step 4: merge ours, keep
+other writers' entries; 8.4 step 3: remove only this claim's entries).
 
 Each write is one JSON Patch guarded by `test` ops on the Pod's UID and resourceVersion, computed
 from a fresh read. A 409 or 422 means the Pod changed underneath: re-read, re-verify, recompute,

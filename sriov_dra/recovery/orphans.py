@@ -1,4 +1,5 @@
-"""The orphan scan (spec 8.5, 18.3): this node's managed shadows correlated with the checkpoint.
+"""The orphan scan (spec 8.5, 18.3: a protected shadow without a checkpoint record is reported, never
+finalized on its own): this node's managed shadows correlated with the checkpoint.
 
 Labels only narrow the listing; ownership is decided by the full binding identity and the frozen
 content, exactly as release checks them. Given a checkpoint reader, the scan reads the checkpoint

@@ -1,4 +1,5 @@
-"""The repair worker (spec 8.3): converges every checkpointed managed claim, independently of kubelet.
+"""The repair worker (spec 8.3: repair forward from the checkpoint; only kubelet authorizes a release):
+converges every checkpointed managed claim, independently of kubelet.
 
 It runs once before the agent reports ready, then periodically (a bounded, jittered interval)
 and sooner when a watch event says something changed. Each claim is repaired through the
