@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from sriov_contract import reasons
 from sriov_contract.document import (
     JSONObject,
     check_fields,
@@ -119,7 +120,7 @@ class Binding:
         actual = (self.attachment_id, self.pod_uid, self.claim_uid, self.node_uid)
         if expected != actual:
             raise ContractError(
-                "IdentityMismatch",
+                reasons.IDENTITY_MISMATCH,
                 f"binding for attachment {self.attachment_id} does not describe allocation "
                 f"{identity.driver}/{identity.pool}/{identity.device} of claim {identity.claim_uid}; "
                 "the shadow belongs to another binding: do not adopt or edit it",
@@ -131,7 +132,7 @@ class Binding:
         actual = config_sha256(config)
         if actual != self.config_sha256:
             raise ContractError(
-                "ConfigHashMismatch",
+                reasons.CONFIG_HASH_MISMATCH,
                 f"shadow config of attachment {self.attachment_id} hashes to {actual}, binding "
                 f"records {self.config_sha256}; the shadow was edited: recreate the workload",
                 attachment_id=self.attachment_id,

@@ -17,6 +17,7 @@ from typing import Any, Final
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from sriov_contract import reasons
 from sriov_contract.binding import parse_binding
 from sriov_contract.errors import ContractError
 from sriov_contract.identity import config_sha256, parse_identity, shadow_name_for
@@ -85,7 +86,9 @@ def _load_schemas(root: Path) -> dict[str, Draft202012Validator]:
             Draft202012Validator.check_schema(schema)
         except (OSError, ValueError, SchemaError) as exc:
             raise ContractError(
-                "InvalidSchema", f"{path} is not a readable draft 2020-12 JSON Schema: {exc}", path=str(path)
+                reasons.INVALID_SCHEMA,
+                f"{path} is not a readable draft 2020-12 JSON Schema: {exc}",
+                path=str(path),
             ) from exc
         validators[kind] = Draft202012Validator(schema)
     return validators
@@ -134,7 +137,7 @@ def check_fixtures(root: Path) -> Report:
     schema_dir = root / "schema"
     if not schema_dir.is_dir() or not (root / "v1").is_dir():
         raise ContractError(
-            "MissingFixtures",
+            reasons.MISSING_FIXTURES,
             f"{root} has no schema/ and v1/ directories; pass the fixtures directory of a checkout",
             path=str(root),
         )
@@ -154,5 +157,7 @@ def check_fixtures(root: Path) -> Report:
             report.mismatches += _check_vector(name, vector, expect_valid, schemas)
             counts[str(vector.get("category", "?"))] += 1
     if report.total == 0:
-        raise ContractError("NoVectors", f"{root}/v1 holds no vectors; a check of nothing is not a pass")
+        raise ContractError(
+            reasons.NO_VECTORS, f"{root}/v1 holds no vectors; a check of nothing is not a pass"
+        )
     return report

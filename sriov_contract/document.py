@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any, Final
 
-from sriov_contract import rawjson
+from sriov_contract import rawjson, reasons
 from sriov_contract.errors import ContractError
 
 JSONObject = dict[str, Any]
@@ -33,7 +33,7 @@ def _walk(value: Any, what: str) -> list[Any]:
             continue
         if depth > MAX_DEPTH:
             raise ContractError(
-                "MalformedJSON", f"{what} nests deeper than {MAX_DEPTH} levels", document=what
+                reasons.MALFORMED_JSON, f"{what} nests deeper than {MAX_DEPTH} levels", document=what
             )
         children = [x for kv in item.items() for x in kv] if isinstance(item, dict) else item
         stack.extend((child, depth + 1) for child in reversed(children))
@@ -53,11 +53,13 @@ def load_object(text: str, what: str) -> JSONObject:
     try:
         value = rawjson.loads(text)
     except (rawjson.RawJsonError, RecursionError) as exc:
-        raise ContractError("MalformedJSON", f"{what} is not valid JSON: {exc}", document=what) from exc
+        raise ContractError(
+            reasons.MALFORMED_JSON, f"{what} is not valid JSON: {exc}", document=what
+        ) from exc
     walked = _walk(value, what)
     if any(isinstance(v, str) and _has_surrogate(v) for v in walked):
         raise ContractError(
-            "InvalidEncoding",
+            reasons.INVALID_ENCODING,
             f"{what} contains an unpaired UTF-16 surrogate escape; write valid Unicode text",
             document=what,
         )
@@ -65,25 +67,25 @@ def load_object(text: str, what: str) -> JSONObject:
         if isinstance(v, rawjson.JsonObject) and v.duplicate_keys:
             key = next(k for k in v if k in v.duplicate_keys)
             raise ContractError(
-                "DuplicateKey",
+                reasons.DUPLICATE_KEY,
                 f"{what} repeats key {key!r}; decoders disagree on which copy wins, so the document "
                 "is refused",
                 document=what,
                 key=key,
             )
     if not isinstance(value, dict):
-        raise ContractError("WrongType", f"{what} must be a JSON object", document=what)
+        raise ContractError(reasons.WRONG_TYPE, f"{what} must be a JSON object", document=what)
     return value
 
 
 def check_version(obj: JSONObject, what: str, field: str, supported: int) -> None:
     """Check the version before the shape: a future version may have different fields."""
     if field not in obj:
-        raise ContractError("MissingField", f"{what} has no {field!r}", document=what, field=field)
+        raise ContractError(reasons.MISSING_FIELD, f"{what} has no {field!r}", document=what, field=field)
     version = obj[field]
     # Compared as the integer token's text, so 1.0, 1e0 and huge integers behave alike everywhere.
     if not isinstance(version, rawjson.RawNumber) or not version.is_integer():
-        raise ContractError("WrongType", f"{what} field {field!r} must be an integer", document=what)
+        raise ContractError(reasons.WRONG_TYPE, f"{what} field {field!r} must be an integer", document=what)
     if version.text != str(supported):
         raise _unsupported(what, field, version.text, supported)
 
@@ -95,7 +97,7 @@ def require_version(version: int, what: str, field: str, supported: int) -> None
 
 def _unsupported(what: str, field: str, version: str, supported: int) -> ContractError:
     return ContractError(
-        "UnsupportedVersion",
+        reasons.UNSUPPORTED_VERSION,
         f"{what} has {field} {version}; this build understands only {supported}: "
         "upgrade the reader or drain the writer",
         document=what,
@@ -107,16 +109,20 @@ def check_fields(obj: JSONObject, what: str, fields: tuple[str, ...]) -> None:
     """Every field of `fields` is present and nothing else is, compared case-sensitively."""
     for key in obj:
         if key not in fields:
-            raise ContractError("UnknownField", f"{what} has unknown field {key!r}", document=what, field=key)
+            raise ContractError(
+                reasons.UNKNOWN_FIELD, f"{what} has unknown field {key!r}", document=what, field=key
+            )
     for key in fields:
         if key not in obj:
-            raise ContractError("MissingField", f"{what} has no {key!r}", document=what, field=key)
+            raise ContractError(reasons.MISSING_FIELD, f"{what} has no {key!r}", document=what, field=key)
 
 
 def _typed(obj: JSONObject, key: str, what: str, kind: type, label: str) -> Any:
     value = obj[key]
     if isinstance(value, bool) or not isinstance(value, kind):
-        raise ContractError("WrongType", f"{what} field {key!r} must be {label}", document=what, field=key)
+        raise ContractError(
+            reasons.WRONG_TYPE, f"{what} field {key!r} must be {label}", document=what, field=key
+        )
     return value
 
 

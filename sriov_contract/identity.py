@@ -13,6 +13,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Final
 
+from sriov_contract import reasons
 from sriov_contract.document import (
     check_fields,
     check_version,
@@ -50,7 +51,7 @@ def _validate_text(value: str, field: str) -> str:
         size = 0
     if not 1 <= size <= limit:
         raise ContractError(
-            "InvalidIdentityField",
+            reasons.INVALID_IDENTITY_FIELD,
             f"{_WHAT} field {field} {value!r} must be valid Unicode text of 1-{limit} UTF-8 bytes",
             field=field,
             value=value,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from sriov_contract import reasons
 from sriov_contract.errors import ContractError
 
 DOMAIN: Final = "sriovnetwork.k8snetworkplumbingwg.io"
@@ -43,7 +44,7 @@ def label_value(value: str) -> str:
     """
     if len(value) > LABEL_VALUE_MAX or not _LABEL_VALUE.fullmatch(value):
         raise ContractError(
-            "InvalidLabelValue",
+            reasons.INVALID_LABEL_VALUE,
             f"{value!r} cannot be a Kubernetes label value (1-{LABEL_VALUE_MAX} characters, "
             "alphanumeric at both ends, '-', '_' or '.' inside); label by a UID instead",
             value=value,

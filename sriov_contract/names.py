@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from sriov_contract import reasons
 from sriov_contract.errors import ContractError
 
 DNS_SUBDOMAIN_MAX: Final = 253
@@ -51,36 +52,39 @@ _PART = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
 # Kubernetes object UIDs as the API server generates them.
 validate_uid = _Syntax(
     re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"),
-    "InvalidUID",
+    reasons.INVALID_UID,
     "is not a lowercase 36-character UUID",
     "uid",
 )
 # A full digest, always compared byte for byte, never by prefix.
 validate_sha256 = _Syntax(
-    re.compile(r"[0-9a-f]{64}"), "InvalidSHA256", "is not 64 lowercase hexadecimal characters", "sha256"
+    re.compile(r"[0-9a-f]{64}"),
+    reasons.INVALID_SHA256,
+    "is not 64 lowercase hexadecimal characters",
+    "sha256",
 )
 # Namespaces.
 validate_dns_label = _Syntax(
-    re.compile(_LABEL), "InvalidName", "is not an RFC 1123 label (1-63 of a-z, 0-9, '-')", "name"
+    re.compile(_LABEL), reasons.INVALID_NAME, "is not an RFC 1123 label (1-63 of a-z, 0-9, '-')", "name"
 )
 # Node and NAD names.
 validate_dns_subdomain = _Syntax(
     re.compile(rf"(?=.{{1,{DNS_SUBDOMAIN_MAX}}}\Z){_PART}(?:\.{_PART})*", re.DOTALL),
-    "InvalidName",
+    reasons.INVALID_NAME,
     f"is not an RFC 1123 subdomain (1-{DNS_SUBDOMAIN_MAX} characters)",
     "name",
 )
 # A plain PCI BDF as discovery normalizes it, without a pci: prefix.
 validate_pci_address = _Syntax(
     re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[01][0-9a-f]\.[0-7]"),
-    "InvalidPCIAddress",
+    reasons.INVALID_PCI_ADDRESS,
     "is not a lowercase domain:bus:device.function",
     "pciAddress",
 )
 # Opaque to us, but restricted so every JSON encoder writes it identically.
 validate_resource_version = _Syntax(
     re.compile(r"[!-~]{1,128}"),
-    "InvalidResourceVersion",
+    reasons.INVALID_RESOURCE_VERSION,
     "is not 1-128 visible ASCII characters",
     "resourceVersion",
 )
@@ -98,7 +102,7 @@ def validate_interface(value: str, field: str = "interface") -> str:
         or any(ch in _IFNAME_FORBIDDEN for ch in value)
     ):
         raise _fail(
-            "InvalidInterfaceName",
+            reasons.INVALID_INTERFACE_NAME,
             field,
             value,
             f"is not a Linux interface name (1-{IFNAME_MAX_BYTES} UTF-8 bytes, not '.' or '..', "

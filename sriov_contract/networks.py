@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from sriov_contract import rawjson
 from sriov_contract.errors import ReasonedError
 from sriov_contract.rawjson import JsonObject, JsonValue, RawNumber
+from sriov_contract.reasons import INVALID_NETWORKS_ANNOTATION
 
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
-INVALID_NETWORKS_ANNOTATION = "InvalidNetworksAnnotation"
 
 # Multus switches to JSON as soon as any of these characters appears anywhere in the value.
 _JSON_MARKERS = frozenset('[{"')

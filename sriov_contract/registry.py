@@ -10,6 +10,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from sriov_contract import reasons
 from sriov_contract.document import (
     JSONObject,
     check_fields,
@@ -51,7 +52,7 @@ class RegistryEntry:
         validate_sha256(self.config_sha256, "configSHA256")
         if self.name != shadow_name_for(self.attachment_id):
             raise ContractError(
-                "ShadowNameMismatch",
+                reasons.SHADOW_NAME_MISMATCH,
                 f"registry entry {self.name} does not match attachmentID {self.attachment_id} "
                 f"(expected {shadow_name_for(self.attachment_id)}); the registry was edited",
                 attachment_id=self.attachment_id,
@@ -92,9 +93,9 @@ class Registry:
         require_version(self.version, _WHAT, "version", PROTOCOL_VERSION)
         validate_uid(self.pod_uid, "podUID")
         checks = (
-            ("DuplicateAttachmentID", [e.attachment_id for e in self.entries]),
-            ("DuplicateSelection", [(e.namespace, e.name) for e in self.entries]),
-            ("DuplicateInterface", [e.interface for e in self.entries]),
+            (reasons.DUPLICATE_ATTACHMENT_ID, [e.attachment_id for e in self.entries]),
+            (reasons.DUPLICATE_SELECTION, [(e.namespace, e.name) for e in self.entries]),
+            (reasons.DUPLICATE_INTERFACE, [e.interface for e in self.entries]),
         )
         for reason, values in checks:
             index = _first_repeat(values)
@@ -109,7 +110,7 @@ class Registry:
         namespaces = {e.namespace for e in self.entries}
         if len(namespaces) > 1:
             raise ContractError(
-                "MixedNamespaces",
+                reasons.MIXED_NAMESPACES,
                 f"{_WHAT} of Pod {self.pod_uid} names shadows in namespaces {sorted(namespaces)}; "
                 "shadows live in the Pod namespace only",
                 pod_uid=self.pod_uid,
@@ -129,7 +130,7 @@ class Registry:
 def _entry(value: object, index: int) -> tuple[str, ...]:
     what = f"{_WHAT} entry {index}"
     if not isinstance(value, dict):
-        raise ContractError("WrongType", f"{what} must be an object", index=index)
+        raise ContractError(reasons.WRONG_TYPE, f"{what} must be an object", index=index)
     check_fields(value, what, ENTRY_FIELDS)
     return tuple(get_str(value, key, what) for key in ENTRY_FIELDS)
 

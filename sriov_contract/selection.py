@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from sriov_contract import reasons
 from sriov_contract.document import JSONObject, check_fields, compact, get_str, load_object
 from sriov_contract.errors import ContractError
 from sriov_contract.identity import SHADOW_DIGEST_CHARS
@@ -21,7 +22,7 @@ def validate_shadow_name(value: str, field: str = "name") -> str:
     """dra-sriov- plus 32 lowercase hex characters; anything else is not a generated shadow."""
     if not _SHADOW_NAME.fullmatch(value):
         raise ContractError(
-            "InvalidShadowName",
+            reasons.INVALID_SHADOW_NAME,
             f"{field} {value!r} is not a generated shadow name ({SHADOW_NAME_PREFIX} + "
             f"{SHADOW_DIGEST_CHARS} lowercase hex characters)",
             field=field,
