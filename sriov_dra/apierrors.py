@@ -11,6 +11,7 @@ import re
 from typing import Final
 
 from sriov_contract.errors import ReasonedError
+from sriov_dra import reasons
 
 NOT_FOUND: Final = 404
 CONFLICT: Final = 409
@@ -19,10 +20,10 @@ INVALID: Final = 422
 RETRYABLE_CONFLICTS: Final = frozenset({CONFLICT, INVALID})
 
 _REASONS: Final = {
-    403: "AccessDenied",
-    NOT_FOUND: "NotFound",
-    CONFLICT: "Conflict",
-    INVALID: "Invalid",
+    403: reasons.ACCESS_DENIED,
+    NOT_FOUND: reasons.NOT_FOUND,
+    CONFLICT: reasons.CONFLICT,
+    INVALID: reasons.INVALID,
 }
 
 
@@ -59,7 +60,7 @@ class ApiError(ReasonedError):
 
 def api_error(status: int, verb: str, what: str, detail: str = "") -> ApiError:
     """The error for `verb` on `what` (e.g. "create", "NetworkAttachmentDefinition ns/name")."""
-    reason = _REASONS.get(status, "ApiRequestFailed")
+    reason = _REASONS.get(status, reasons.API_REQUEST_FAILED)
     said = f": {server_detail(detail)}" if detail else ""
     if status == 403:
         hint = (

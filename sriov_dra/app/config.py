@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sriov_contract.errors import ReasonedError
+from sriov_dra import reasons
 
 STANDALONE = "STANDALONE"
 MULTUS = "MULTUS"
@@ -33,33 +34,33 @@ class Config:
     def __post_init__(self) -> None:
         if not self.node_name:
             raise ConfigError(
-                "MissingNodeName", "set --node-name or NODE_NAME to the node this agent manages"
+                reasons.MISSING_NODE_NAME, "set --node-name or NODE_NAME to the node this agent manages"
             )
         mode = (self.configuration_mode or STANDALONE).upper()
         if mode not in (STANDALONE, MULTUS):
             raise ConfigError(
-                "InvalidConfigurationMode",
+                reasons.INVALID_CONFIGURATION_MODE,
                 f"CONFIGURATION_MODE {self.configuration_mode!r} is not STANDALONE or MULTUS",
             )
         object.__setattr__(self, "configuration_mode", mode)
         if not -1 <= self.healthcheck_port <= 65535:
             raise ConfigError(
-                "InvalidHealthcheckPort",
+                reasons.INVALID_HEALTHCHECK_PORT,
                 f"HEALTHCHECK_PORT {self.healthcheck_port} must be -1 (off), 0 (any free port) or a TCP port",
             )
         if not 1.0 <= self.repair_interval <= 3600.0:
             raise ConfigError(
-                "InvalidRepairInterval",
+                reasons.INVALID_REPAIR_INTERVAL,
                 f"REPAIR_INTERVAL {self.repair_interval} must be between 1 and 3600 seconds",
             )
         if not -1 <= self.metrics_port <= 65535:
             raise ConfigError(
-                "InvalidMetricsPort",
+                reasons.INVALID_METRICS_PORT,
                 f"METRICS_PORT {self.metrics_port} must be -1 (off), 0 (any free port) or a TCP port",
             )
         if self.multus_auto_attach and mode != MULTUS:
             raise ConfigError(
-                "AutoAttachRequiresMultus",
+                reasons.AUTO_ATTACH_REQUIRES_MULTUS,
                 f"--multus-auto-attach / MULTUS_AUTO_ATTACH is only valid with CONFIGURATION_MODE=MULTUS "
                 f"(got {mode}); set the mode to MULTUS or turn auto-attach off",
             )

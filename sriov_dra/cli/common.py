@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from sriov_contract.errors import ReasonedError
+from sriov_dra import reasons
 from sriov_dra.model import DRIVER_NAME
 
 if TYPE_CHECKING:
@@ -82,7 +83,8 @@ def api_client(kubeconfig: str | None) -> client.ApiClient:
         kube_config.load_incluster_config()  # type: ignore[no-untyped-call]
     except Exception as exc:
         raise ReasonedError(
-            "NoClusterAccess", f"cannot load cluster credentials ({exc}); pass --kubeconfig or set KUBECONFIG"
+            reasons.NO_CLUSTER_ACCESS,
+            f"cannot load cluster credentials ({exc}); pass --kubeconfig or set KUBECONFIG",
         ) from exc
     return client.ApiClient()
 
@@ -97,7 +99,7 @@ def read_checkpoint(path: Path) -> list[ClaimRecord]:
         return []
     except OSError as exc:
         raise ReasonedError(
-            "CheckpointUnreadable",
+            reasons.CHECKPOINT_UNREADABLE,
             f"cannot read {path} ({exc}); run on the node as root or pass --checkpoint",
         ) from exc
     return list(decode(raw, str(path)).values())
@@ -111,10 +113,10 @@ def node_uid(api: client.ApiClient, node: str) -> str:
         md = client.CoreV1Api(api).read_node(node).metadata
     except ApiException as exc:
         raise ReasonedError(
-            "NodeUnreadable", f"cannot read Node {node}: HTTP {exc.status} {exc.reason}"
+            reasons.NODE_UNREADABLE, f"cannot read Node {node}: HTTP {exc.status} {exc.reason}"
         ) from exc
     if md is None or not md.uid:
-        raise ReasonedError("NodeUnreadable", f"Node {node} came back without a UID")
+        raise ReasonedError(reasons.NODE_UNREADABLE, f"Node {node} came back without a UID")
     return str(md.uid)
 
 

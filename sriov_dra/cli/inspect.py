@@ -23,6 +23,7 @@ from sriov_contract.keys import (
 )
 from sriov_contract.networks import parse_network_selections
 from sriov_contract.registry import RegistryEntry, parse_registry
+from sriov_dra import reasons
 from sriov_dra.cli.common import (
     api_client,
     checkpoint_option,
@@ -185,7 +186,7 @@ def _fetch_pod_view(
 
     pod = KubePods(api).get_pod(namespace, name)
     if pod is None:
-        raise ReasonedError("PodNotFound", f"Pod {namespace}/{name} does not exist")
+        raise ReasonedError(reasons.POD_NOT_FOUND, f"Pod {namespace}/{name} does not exist")
     text = (pod["metadata"].get("annotations") or {}).get(REGISTRY_ANNOTATION)
     entries = parse_registry(text).entries if text else ()
     nads = KubeNads(api)
@@ -214,7 +215,7 @@ def inspect_pod(target: str, kubeconfig: str | None, checkpoint: Path, output: s
     """One row per managed interface of the Pod, and any conflicting manual selections."""
     namespace, _, name = target.partition("/")
     if not namespace or not name:
-        raise ReasonedError("InvalidTarget", f"{target!r} is not NAMESPACE/NAME")
+        raise ReasonedError(reasons.INVALID_TARGET, f"{target!r} is not NAMESPACE/NAME")
     api = api_client(kubeconfig)
     pod, view = _fetch_pod_view(api, namespace, name)
     try:
@@ -287,7 +288,9 @@ def inspect_node(
         for r in records
         for d in r.devices
     ]
-    suspicious = [s for s in scan(KubeShadowLister(api), records, uid) if s.status in ("Orphan", "Conflict")]
+    suspicious = [
+        s for s in scan(KubeShadowLister(api), records, uid) if s.status in ("Orphan", reasons.CONFLICT)
+    ]
     source = KubePolicySource(api, namespace, node)
     _uid, labels = source.node()
     blocked = evaluate(

@@ -10,6 +10,7 @@ import click
 import yaml
 
 from sriov_contract.errors import ReasonedError
+from sriov_dra import reasons
 from sriov_dra.core.render import RenderedConfig, render_shadow_config
 
 
@@ -19,10 +20,12 @@ def _load_manifest(path: Path) -> dict[str, Any]:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ReasonedError(
-            "InvalidManifest", f"cannot read NAD manifest {path}: {exc}; pass a YAML or JSON file"
+            reasons.INVALID_MANIFEST, f"cannot read NAD manifest {path}: {exc}; pass a YAML or JSON file"
         ) from exc
     if not isinstance(doc, dict):
-        raise ReasonedError("InvalidManifest", f"{path} does not hold one NetworkAttachmentDefinition object")
+        raise ReasonedError(
+            reasons.INVALID_MANIFEST, f"{path} does not hold one NetworkAttachmentDefinition object"
+        )
     return doc
 
 

@@ -22,6 +22,7 @@ from sriov_contract.errors import ReasonedError
 from sriov_contract.identity import BindingIdentity, config_sha256
 from sriov_contract.keys import PROTOCOL_VERSION
 from sriov_contract.registry import RegistryEntry
+from sriov_dra import reasons
 from sriov_dra.core.claimrecord import ClaimRecord, PreparedDevice
 from sriov_dra.core.selection import ManagedBinding
 from sriov_dra.core.template import NamespacedName
@@ -124,7 +125,7 @@ def _field(obj: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
     value = obj.get(key)
     if not isinstance(value, kind) or isinstance(value, bool):
         raise BindingRecordError(
-            "CorruptManagedBinding",
+            reasons.CORRUPT_MANAGED_BINDING,
             f"{where}: field {key!r} is missing or has the wrong type; the checkpoint was not changed. "
             "Drain the node and inspect the checkpoint",
         )
@@ -137,7 +138,7 @@ def record_of(claim: ClaimRecord, device: PreparedDevice) -> BindingRecord:
     raw = device.managed_binding
     if raw is None:
         raise BindingRecordError(
-            "ManagedBindingMissing",
+            reasons.MANAGED_BINDING_MISSING,
             f"{where} was prepared without a managed network binding (before --multus-auto-attach was "
             "enabled); the driver will not guess a template for a VF that may be in use. Drain the node "
             "and recreate the Pod",
@@ -174,7 +175,7 @@ def record_of(claim: ClaimRecord, device: PreparedDevice) -> BindingRecord:
     except BindingRecordError:
         raise
     except ReasonedError as exc:
-        raise BindingRecordError("CorruptManagedBinding", f"{where}: {exc.message}") from exc
+        raise BindingRecordError(reasons.CORRUPT_MANAGED_BINDING, f"{where}: {exc.message}") from exc
     checks = (
         ("phase", record.phase in PHASES),
         ("attachmentID", raw.get("attachmentID") == record.attachment_id),
@@ -183,7 +184,7 @@ def record_of(claim: ClaimRecord, device: PreparedDevice) -> BindingRecord:
     for name, ok in checks:
         if not ok:
             raise BindingRecordError(
-                "CorruptManagedBinding",
+                reasons.CORRUPT_MANAGED_BINDING,
                 f"{where}: recorded {name} does not match the rest of the record; the checkpoint was "
                 "not changed. Drain the node and inspect it",
             )

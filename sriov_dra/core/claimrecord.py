@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sriov_contract.errors import ReasonedError
+from sriov_dra import reasons
 
 CHECKPOINT_VERSION = 1
 
@@ -94,7 +95,7 @@ def encode(records: Mapping[str, ClaimRecord]) -> bytes:
 
 def _corrupt(path: str, why: str) -> CheckpointError:
     return CheckpointError(
-        "CorruptCheckpoint",
+        reasons.CORRUPT_CHECKPOINT,
         f"checkpoint {path} is unreadable ({why}); it was left untouched. Inspect or restore it, "
         "or drain the node and remove it after cleaning up the VFs it lists",
         path=path,
@@ -130,7 +131,7 @@ def _device_from_json(obj: Any, where: str, path: str) -> PreparedDevice:
         version = _get(managed, "version", int, f"{where}.managedBinding", path)
         if version not in MANAGED_BINDING_VERSIONS:
             raise CheckpointError(
-                "UnknownManagedBindingVersion",
+                reasons.UNKNOWN_MANAGED_BINDING_VERSION,
                 f"checkpoint {path} {where} holds a managed binding of version {version}, which this "
                 "driver build does not understand; nothing was deleted. Run the driver build that wrote "
                 "it, or drain the node and clean up first",
@@ -162,7 +163,7 @@ def decode(raw: bytes, path: str = "<checkpoint>") -> dict[str, ClaimRecord]:
     version = _get(doc, "version", int, "top level", path)
     if version != CHECKPOINT_VERSION:
         raise CheckpointError(
-            "UnknownCheckpointVersion",
+            reasons.UNKNOWN_CHECKPOINT_VERSION,
             f"checkpoint {path} has format version {version}, this driver understands "
             f"{CHECKPOINT_VERSION}; nothing was deleted. Run a driver build that understands it",
             path=path,

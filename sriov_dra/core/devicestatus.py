@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from sriov_dra.core.errors import fail
+from sriov_dra.reasons import DEVICE_STATUS_TOO_LARGE
 
 READY: Final = "Ready"
-DEVICE_STATUS_TOO_LARGE: Final = "DeviceStatusTooLarge"
 # API validation limits of AllocatedDeviceStatus and NetworkDeviceData (resource.k8s.io/v1).
 DATA_LIMIT: Final = 10 * 1024
 MAX_IPS: Final = 16

@@ -1,26 +1,47 @@
-"""Stable reasons for every refusal the driver core can produce."""
+"""The driver core's error type; its reasons are defined in sriov_dra.reasons (shared ones in
+sriov_contract.reasons) and re-exported here for the core modules."""
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 from sriov_contract.errors import ReasonedError
+from sriov_contract.reasons import INVALID_INTERFACE_NAME, INVALID_PCI_ADDRESS
+from sriov_dra.reasons import (
+    ANNOTATION_TOO_LARGE,
+    CONFLICTING_DEVICE_REQUIREMENTS,
+    CONFLICTING_TEMPLATE_REFERENCE,
+    DUPLICATE_INTERFACE_NAME,
+    DUPLICATE_PCI_ADDRESS,
+    INVALID_TEMPLATE_REFERENCE,
+    INVALID_VF_CONFIG,
+    MANAGED_SELECTION_CONFLICT,
+    MANUAL_SELECTION_CONFLICT,
+    MISSING_NETWORK_TEMPLATE,
+    PCI_ADDRESS_MISMATCH,
+    UNREFERENCED_CLAIM,
+    UNSUPPORTED_CNI_CONFIG,
+)
 
-MISSING_NETWORK_TEMPLATE: Final = "MissingNetworkTemplate"
-INVALID_TEMPLATE_REFERENCE: Final = "InvalidTemplateReference"
-CONFLICTING_TEMPLATE_REFERENCE: Final = "ConflictingTemplateReference"
-INVALID_VF_CONFIG: Final = "InvalidVfConfig"
-UNSUPPORTED_CNI_CONFIG: Final = "UnsupportedCNIConfig"
-INVALID_PCI_ADDRESS: Final = "InvalidPCIAddress"
-PCI_ADDRESS_MISMATCH: Final = "PCIAddressMismatch"
-INVALID_INTERFACE_NAME: Final = "InvalidInterfaceName"
-DUPLICATE_INTERFACE_NAME: Final = "DuplicateInterfaceName"
-CONFLICTING_DEVICE_REQUIREMENTS: Final = "ConflictingDeviceRequirements"
-DUPLICATE_PCI_ADDRESS: Final = "DuplicatePCIAddress"
-UNREFERENCED_CLAIM: Final = "ClaimNotReferencedByPod"
-ANNOTATION_TOO_LARGE: Final = "AnnotationTooLarge"
-MANUAL_SELECTION_CONFLICT: Final = "ManualSelectionConflictsWithManagedTemplate"
-MANAGED_SELECTION_CONFLICT: Final = "ManagedSelectionConflict"
+__all__ = [
+    "ANNOTATION_TOO_LARGE",
+    "CONFLICTING_DEVICE_REQUIREMENTS",
+    "CONFLICTING_TEMPLATE_REFERENCE",
+    "DUPLICATE_INTERFACE_NAME",
+    "DUPLICATE_PCI_ADDRESS",
+    "INVALID_INTERFACE_NAME",
+    "INVALID_PCI_ADDRESS",
+    "INVALID_TEMPLATE_REFERENCE",
+    "INVALID_VF_CONFIG",
+    "MANAGED_SELECTION_CONFLICT",
+    "MANUAL_SELECTION_CONFLICT",
+    "MISSING_NETWORK_TEMPLATE",
+    "PCI_ADDRESS_MISMATCH",
+    "UNREFERENCED_CLAIM",
+    "UNSUPPORTED_CNI_CONFIG",
+    "DriverCoreError",
+    "fail",
+]
 
 
 class DriverCoreError(ReasonedError):

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sriov_dra import reasons
 from sriov_dra.core.errors import DriverCoreError
 from sriov_dra.core.policyref import DeviceAttributesObject, merge_device_attributes
 from sriov_dra.model import (
@@ -129,7 +130,7 @@ def _check_attribute_values(attrs: Mapping[str, object], owner: str) -> None:
     for key, value in attrs.items():
         if not (isinstance(value, Mapping) and len(value) == 1 and set(value) <= _VALUE_TYPES):
             raise DriverCoreError(
-                "InvalidDeviceAttribute",
+                reasons.INVALID_DEVICE_ATTRIBUTE,
                 f"{owner}: attribute {key} must have exactly one of {sorted(_VALUE_TYPES)}",
             )
 
@@ -142,7 +143,7 @@ def _config_attributes(
         problems = _unimplemented_filters(config.get("resourceFilters") or [])
         if problems:
             raise DriverCoreError(
-                "UnsupportedPolicyFilter",
+                reasons.UNSUPPORTED_POLICY_FILTER,
                 f"{where}: {'; '.join(problems)} in automatic mode; use vendors, devices, pfNames, "
                 "pfPciAddresses, pciAddresses or linkType",
             )
@@ -158,7 +159,7 @@ def _config_attributes(
             matched.append(DeviceAttributesObject(name=str(md.get("name", "")), attributes=attrs))
     if managed and not matched:
         raise DriverCoreError(
-            "UnresolvedDeviceAttributes",
+            reasons.UNRESOLVED_DEVICE_ATTRIBUTES,
             f"{where}: deviceAttributesSelector matches no DeviceAttributes object; create it or fix the selector",
         )
     return merge_device_attributes(matched)

@@ -12,6 +12,7 @@ from typing import Any, Final
 from sriov_contract.binding import Binding, parse_binding
 from sriov_contract.errors import ReasonedError
 from sriov_contract.keys import BINDING_ANNOTATION, PROTECTION_FINALIZER, shadow_labels
+from sriov_dra import reasons
 from sriov_dra.core.bindingrecord import BindingRecord
 from sriov_dra.core.selection import json_pointer
 
@@ -75,7 +76,7 @@ def finalizers_of(obj: Mapping[str, Any]) -> list[str]:
 
 def _conflict(record: BindingRecord, why: str) -> ShadowError:
     return ShadowError(
-        "ShadowConflict",
+        reasons.SHADOW_CONFLICT,
         f"NetworkAttachmentDefinition {record.pod_namespace}/{record.shadow_name} is not the shadow of "
         f"attachment {record.attachment_id} (claim {record.identity.claim_uid}, device "
         f"{record.identity.device}): {why}. The driver does not modify it; inspect and remove the object "

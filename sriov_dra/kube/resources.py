@@ -16,6 +16,7 @@ from kubernetes.client.exceptions import ApiException
 
 from sriov_contract.errors import ReasonedError
 from sriov_contract.keys import MANAGED_BY_LABEL, MANAGED_BY_VALUE, NODE_UID_LABEL
+from sriov_dra import reasons
 from sriov_dra.apierrors import NOT_FOUND, ApiError, api_error
 from sriov_dra.model import DRA_GROUP, DRA_VERSION, DRIVER_NAME, NAD_GROUP, POLICY_GROUP, POLICY_VERSION
 
@@ -55,14 +56,17 @@ class KubeClaims:
         except ApiException as exc:
             if exc.status == 404:
                 raise ReasonedError(
-                    "ClaimNotFound", f"ResourceClaim {namespace}/{name} does not exist; kubelet will retry"
+                    reasons.CLAIM_NOT_FOUND,
+                    f"ResourceClaim {namespace}/{name} does not exist; kubelet will retry",
                 ) from None
             raise ReasonedError(
-                "ClaimReadFailed",
+                reasons.CLAIM_READ_FAILED,
                 f"reading ResourceClaim {namespace}/{name} failed: HTTP {exc.status} {exc.reason}",
             ) from None
         if not isinstance(obj, dict):
-            raise ReasonedError("ClaimReadFailed", f"ResourceClaim {namespace}/{name} came back malformed")
+            raise ReasonedError(
+                reasons.CLAIM_READ_FAILED, f"ResourceClaim {namespace}/{name} came back malformed"
+            )
         return obj
 
 
@@ -435,7 +439,7 @@ class KubePolicySource:
     def node(self) -> tuple[str, dict[str, str]]:
         md = self._core.read_node(self.node_name).metadata
         if md is None or not md.uid:
-            raise ReasonedError("NodeUnreadable", f"Node {self.node_name} came back without metadata")
+            raise ReasonedError(reasons.NODE_UNREADABLE, f"Node {self.node_name} came back without metadata")
         return str(md.uid), dict(md.labels or {})
 
     def watch_sources(self, slices: KubeSlices) -> list[tuple[str, Callable[..., Any], dict[str, Any]]]:

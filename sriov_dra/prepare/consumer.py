@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from sriov_contract.errors import ReasonedError
+from sriov_dra import reasons
 from sriov_dra.core.interfaceplan import canonical_aliases
 from sriov_dra.model import DRIVER_NAME
 from sriov_dra.ports import ClaimReader, PodReader
@@ -61,10 +62,10 @@ def check_claim_envelope(claim: Mapping[str, Any]) -> tuple[str, str]:
     """Pure spec 4.1 envelope checks on the claim alone; returns the reserved Pod's (name, UID)."""
     meta = claim.get("metadata") or {}
     if not all(meta.get(k) for k in ("namespace", "name", "uid")):
-        raise _refuse("InvalidClaim", claim, "namespace, name and UID are required")
+        raise _refuse(reasons.INVALID_CLAIM, claim, "namespace, name and UID are required")
     if (meta.get("annotations") or {}).get(EXTENDED_RESOURCE_ANNOTATION) == "true":
         raise _refuse(
-            "UnsupportedManagedClaimKind",
+            reasons.UNSUPPORTED_MANAGED_CLAIM_KIND,
             claim,
             "it was created for an extended-resource request (resources.limits); managed networking "
             "needs an explicit ResourceClaim or ResourceClaimTemplate in pod.spec.resourceClaims",
@@ -72,20 +73,22 @@ def check_claim_envelope(claim: Mapping[str, Any]) -> tuple[str, str]:
     status = claim.get("status") or {}
     allocation = status.get("allocation")
     if not allocation:
-        raise _refuse("ClaimNotAllocated", claim, "it has no allocation; the scheduler has not placed it")
+        raise _refuse(
+            reasons.CLAIM_NOT_ALLOCATED, claim, "it has no allocation; the scheduler has not placed it"
+        )
     for result in (allocation.get("devices") or {}).get("results") or []:
         if result.get("driver") != DRIVER_NAME:
             continue
         device = f"{result.get('pool')}/{result.get('device')}"
         if result.get("adminAccess"):
             raise _refuse(
-                "AdminAccessUnsupported",
+                reasons.ADMIN_ACCESS_UNSUPPORTED,
                 claim,
                 f"device {device} is allocated with adminAccess; managed VFs are exclusive, remove adminAccess",
             )
         if result.get("shareID") or result.get("consumedCapacity"):
             raise _refuse(
-                "SharedAllocationUnsupported",
+                reasons.SHARED_ALLOCATION_UNSUPPORTED,
                 claim,
                 f"device {device} is allocated with a share ID or consumed capacity; managed VFs cannot "
                 "be shared",
@@ -93,7 +96,7 @@ def check_claim_envelope(claim: Mapping[str, Any]) -> tuple[str, str]:
     reserved = status.get("reservedFor") or []
     if len(reserved) != 1:
         raise _refuse(
-            "MultipleConsumersUnsupported" if reserved else "ClaimNotReserved",
+            reasons.MULTIPLE_CONSUMERS_UNSUPPORTED if reserved else reasons.CLAIM_NOT_RESERVED,
             claim,
             f"it is reserved for {len(reserved)} consumers; a managed claim serves exactly one Pod, "
             "use one ResourceClaimTemplate-generated claim per Pod",
@@ -102,12 +105,12 @@ def check_claim_envelope(claim: Mapping[str, Any]) -> tuple[str, str]:
     if entry.get("apiGroup") or entry.get("resource") != "pods":
         kind = f"{entry.get('apiGroup') or 'core'}/{entry.get('resource')}"
         raise _refuse(
-            "UnsupportedReservation",
+            reasons.UNSUPPORTED_RESERVATION,
             claim,
             f"it is reserved for a {kind} consumer; managed networking supports Pod consumers only",
         )
     if not entry.get("name") or not entry.get("uid"):
-        raise _refuse("UnsupportedReservation", claim, "its Pod reservation lacks a name or UID")
+        raise _refuse(reasons.UNSUPPORTED_RESERVATION, claim, "its Pod reservation lacks a name or UID")
     return str(entry["name"]), str(entry["uid"])
 
 
@@ -116,20 +119,20 @@ def check_pod(pod: Mapping[str, Any], claim: Mapping[str, Any], uid: str, node_n
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
     if meta.get("uid") != uid:
         raise _refuse(
-            "PodReplaced",
+            reasons.POD_REPLACED,
             claim,
             f"it is reserved for Pod UID {uid} but Pod {meta.get('name')} now has UID {meta.get('uid')}",
         )
     if spec.get("nodeName") != node_name:
         raise _refuse(
-            "PodOnOtherNode",
+            reasons.POD_ON_OTHER_NODE,
             claim,
             f"Pod {meta.get('name')} is bound to node {spec.get('nodeName')!r}, not {node_name}",
         )
     extended = ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
     if extended and extended == (claim.get("metadata") or {}).get("name"):
         raise _refuse(
-            "UnsupportedManagedClaimKind",
+            reasons.UNSUPPORTED_MANAGED_CLAIM_KIND,
             claim,
             "the Pod uses it through an extended resource; use pod.spec.resourceClaims instead",
         )
@@ -139,10 +142,12 @@ def check_new_consumer(pod: Mapping[str, Any], claim: Mapping[str, Any]) -> None
     """Only a first prepare refuses these; retries and release follow the binding's lifecycle."""
     name = (pod.get("metadata") or {}).get("name")
     if (pod.get("metadata") or {}).get("deletionTimestamp"):
-        raise _refuse("PodTerminating", claim, f"Pod {name} is terminating; no new network is attached")
+        raise _refuse(
+            reasons.POD_TERMINATING, claim, f"Pod {name} is terminating; no new network is attached"
+        )
     if (pod.get("spec") or {}).get("hostNetwork"):
         raise _refuse(
-            "HostNetworkUnsupported",
+            reasons.HOST_NETWORK_UNSUPPORTED,
             claim,
             f"Pod {name} uses hostNetwork, which has no Pod network namespace for a managed VF",
         )
@@ -167,7 +172,7 @@ def pod_claim_names(pod: Mapping[str, Any]) -> list[tuple[str, str, bool]]:
         elif entry.get("resourceClaimTemplateName"):
             if alias not in statuses:
                 raise ConsumerError(
-                    "PodClaimStatusMissing",
+                    reasons.POD_CLAIM_STATUS_MISSING,
                     f"{where}: claim {alias!r} comes from a template but status.resourceClaimStatuses has "
                     "no entry for it yet; kubelet retries once the controller has created the claim",
                 )
@@ -175,7 +180,7 @@ def pod_claim_names(pod: Mapping[str, Any]) -> list[tuple[str, str, bool]]:
                 out.append((alias, str(statuses[alias]), True))
         else:
             raise ConsumerError(
-                "InvalidPodClaim",
+                reasons.INVALID_POD_CLAIM,
                 f"{where}: resourceClaims entry {alias!r} names neither a claim nor a template",
             )
     return out
@@ -212,12 +217,14 @@ class ConsumerResolver:
         namespace = str(claim["metadata"]["namespace"])
         pod = self._pods.get_pod(namespace, pod_name)
         if pod is None:
-            raise _refuse("PodNotFound", claim, f"its reserved Pod {namespace}/{pod_name} does not exist")
+            raise _refuse(
+                reasons.POD_NOT_FOUND, claim, f"its reserved Pod {namespace}/{pod_name} does not exist"
+            )
         check_pod(pod, claim, pod_uid, self._node_name)
         live = self._live_node_uid()
         if live != self._node_uid:
             raise _refuse(
-                "NodeReplaced",
+                reasons.NODE_REPLACED,
                 claim,
                 f"Node {self._node_name} now has UID {live}, this driver started on UID {self._node_uid}; "
                 "restart the driver",
@@ -233,7 +240,7 @@ class ConsumerResolver:
             found = claim if name == claim["metadata"]["name"] else self._claims.get_claim(namespace, name)
             if check_owner and not is_for_pod(pod, found):
                 raise _refuse(
-                    "ClaimNotOwnedByPod",
+                    reasons.CLAIM_NOT_OWNED_BY_POD,
                     found,
                     f"Pod {pod['metadata']['name']} names it for template claim {alias!r} but does not own it",
                 )
@@ -242,7 +249,7 @@ class ConsumerResolver:
             pairs.append((alias, uid))
         if claim["metadata"]["uid"] not in by_uid:
             raise _refuse(
-                "ClaimNotReferencedByPod",
+                reasons.UNREFERENCED_CLAIM,
                 claim,
                 f"its reserved Pod {pod['metadata']['name']} does not reference it in spec.resourceClaims",
             )

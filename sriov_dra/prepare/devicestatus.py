@@ -32,6 +32,7 @@ from sriov_dra.core.devicestatus import (
 )
 from sriov_dra.model import DRIVER_NAME
 from sriov_dra.ports import ClaimStatusApi
+from sriov_dra.reasons import CLAIM_NOT_FOUND, DEVICE_STATUS_FORBIDDEN, SHADOW_READY
 
 # Upstream's status-update backoff (dra-driver.md 4.2): 100 ms, doubling, 10 % jitter, 5 steps, 2 s cap.
 BACKOFF_INITIAL: Final = 0.1
@@ -39,13 +40,9 @@ BACKOFF_FACTOR: Final = 2.0
 BACKOFF_JITTER: Final = 0.1
 BACKOFF_STEPS: Final = 5
 BACKOFF_CAP: Final = 2.0
-SHADOW_READY: Final = "ShadowReady"
 # A repair pass woken by the shadow a prepare just created has usually read the claim before that
 # prepare's status write; skipping patient writes this long avoids a refused patch and a re-read.
 SETTLE_AFTER_WRITE: Final = 5.0
-# KubeClaims' reason for a claim that no longer exists.
-CLAIM_NOT_FOUND: Final = "ClaimNotFound"
-DEVICE_STATUS_FORBIDDEN: Final = "DeviceStatusForbidden"
 _FORBIDDEN_FIELD: Final = "status.devices: Forbidden"
 
 

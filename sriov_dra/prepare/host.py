@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sriov_contract.errors import ReasonedError
+from sriov_dra import reasons
 from sriov_dra.core.bindingrecord import RELEASE_PHASES, phases_of
 from sriov_dra.core.claimrecord import ClaimRecord, PreparedDevice
 from sriov_dra.core.vfconfig import VfConfig, effective_vf_config
@@ -127,7 +128,7 @@ class HostPreparer:
         uid = claim.get("metadata", {}).get("uid")
         if uid != ref.uid:
             raise PrepareError(
-                "ClaimReplaced",
+                reasons.CLAIM_REPLACED,
                 f"claim {ref.namespace}/{ref.name} now has UID {uid}, kubelet asked for {ref.uid}; the "
                 "claim was recreated",
             )
@@ -141,7 +142,7 @@ class HostPreparer:
             consumer = _consumer_pod(claim, where)
             if consumer != recorded.pod_uid:
                 raise PrepareError(
-                    "ClaimReleaseInProgress",
+                    reasons.CLAIM_RELEASE_IN_PROGRESS,
                     f"{where} is still prepared for Pod {recorded.pod_uid}; Pod {consumer} can use it "
                     "once kubelet has unprepared it for the old Pod",
                 )
@@ -155,7 +156,7 @@ class HostPreparer:
         allocation = (claim.get("status") or {}).get("allocation")
         if not allocation:
             raise PrepareError(
-                "ClaimNotAllocated", f"{where} has no allocation; the scheduler has not placed it"
+                reasons.CLAIM_NOT_ALLOCATED, f"{where} has no allocation; the scheduler has not placed it"
             )
         devices = allocation.get("devices") or {}
         configs = devices.get("config") or []
@@ -166,13 +167,13 @@ class HostPreparer:
             name, pool = result.get("device", ""), result.get("pool", "")
             if result.get("shareID") or result.get("adminAccess"):
                 raise PrepareError(
-                    "UnsupportedSharedAllocation",
+                    reasons.UNSUPPORTED_SHARED_ALLOCATION,
                     f"{where} allocates {name} with adminAccess or a share ID; VFs are exclusive",
                 )
             vf = self._inventory(name)
             if pool != self._node or vf is None:
                 raise PrepareError(
-                    "UnknownDevice",
+                    reasons.UNKNOWN_DEVICE,
                     f"{where} allocates {pool}/{name}, which this node ({self._node}) does not have; "
                     "delete the claim so the scheduler allocates again",
                 )
@@ -221,7 +222,9 @@ class HostPreparer:
         if a.config.driver == "vfio-pci":
             group = self._vf_driver.iommu_group(bdf)
             if group is None:
-                raise PrepareError("VfioGroupMissing", f"VF {bdf} bound to vfio-pci has no IOMMU group")
+                raise PrepareError(
+                    reasons.VFIO_GROUP_MISSING, f"VF {bdf} bound to vfio-pci has no IOMMU group"
+                )
             nodes = [f"/dev/vfio/{group}", "/dev/vfio/vfio"]
             env[f"SRIOVNETWORK_{infix}_VFIO_DEVICE"] = nodes[0]
         elif a.config.driver not in USERSPACE_DRIVERS:
@@ -301,7 +304,7 @@ def _consumer_pod(claim: Mapping[str, Any], where: str) -> str:
     pods = [r for r in reserved if r.get("resource") == "pods" and not r.get("apiGroup")]
     if len(reserved) != 1 or len(pods) != 1 or not pods[0].get("uid"):
         raise PrepareError(
-            "UnsupportedConsumer",
+            reasons.UNSUPPORTED_CONSUMER,
             f"{where} must be reserved for exactly one Pod (found {len(reserved)} consumer(s)); "
             "VF claims cannot be shared",
         )

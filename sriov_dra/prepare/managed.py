@@ -21,6 +21,7 @@ from typing import Any, Final, TypeVar
 
 from sriov_contract.binding import SourceRef
 from sriov_contract.errors import ReasonedError
+from sriov_dra import reasons
 from sriov_dra.core.bindingrecord import (
     DELETING,
     PENDING,
@@ -251,7 +252,7 @@ class ManagedPreparer:
         name = a.vf.name
         if a.config.driver in USERSPACE_DRIVERS:
             raise PrepareError(
-                "UnsupportedManagedDriver",
+                reasons.UNSUPPORTED_MANAGED_DRIVER,
                 f"device {name} is configured for driver {a.config.driver}; managed networks need a kernel "
                 "netdevice VF: remove driver from the VfConfig",
                 device=name,
@@ -259,7 +260,7 @@ class ManagedPreparer:
         attributes = self._eligible(name)
         if attributes is None:
             raise PrepareError(
-                "DeviceNotEligible",
+                reasons.DEVICE_NOT_ELIGIBLE,
                 f"device {name} is not advertised by any SriovResourcePolicy right now (the allocation is "
                 "stale); delete the claim so the scheduler allocates again",
                 device=name,
@@ -273,7 +274,7 @@ class ManagedPreparer:
         nad = self._nads.get_nad(ref.namespace, ref.name)
         if nad is None:
             raise PrepareError(
-                "SourceNetworkNotFound",
+                reasons.SOURCE_NETWORK_NOT_FOUND,
                 f"NetworkAttachmentDefinition {ref} does not exist; create it or fix the template reference",
                 source=str(ref),
             )
@@ -354,7 +355,7 @@ class ManagedPreparer:
         except Exception as exc:
             log.exception("status.devices of claim %s/%s failed unexpectedly", ref.namespace, ref.name)
             error = ReasonedError(
-                "DeviceStatusFailed", f"{exc.__class__.__name__}: {exc}; see the driver log"
+                reasons.DEVICE_STATUS_FAILED, f"{exc.__class__.__name__}: {exc}; see the driver log"
             )
             self._observer.failed(DEVICE_STATUS, ref, recorded, error)
 
@@ -401,14 +402,14 @@ class ManagedPreparer:
         meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
         if meta.get("uid") != consumer.uid or spec.get("nodeName") != self._node_name:
             raise ConsumerError(
-                "PodReplaced",
+                reasons.POD_REPLACED,
                 f"Pod {consumer.namespace}/{consumer.name} is no longer UID {consumer.uid} on node "
                 f"{self._node_name}; its networks are not published",
             )
         reserved = (self._host.fetch_claim(ref).get("status") or {}).get("reservedFor") or []
         if consumer.uid not in {r.get("uid") for r in reserved}:
             raise ConsumerError(
-                "ReservationLost",
+                reasons.RESERVATION_LOST,
                 f"claim {ref.namespace}/{ref.name} is no longer reserved for Pod {consumer.namespace}/"
                 f"{consumer.name} ({consumer.uid}); its networks are not published",
             )
@@ -479,19 +480,19 @@ def _check_repairable(recorded: ClaimRecord, consumer: Consumer, allocated: Sequ
     pod_meta = consumer.pod.get("metadata") or {}
     if consumer.uid != recorded.pod_uid:
         raise ConsumerError(
-            "PodReplaced",
+            reasons.POD_REPLACED,
             f"{where} is now reserved for Pod {consumer.uid}, recorded for {recorded.pod_uid}; repair "
             "stops and the VFs stay prepared until kubelet unprepares the claim",
         )
     if pod_meta.get("deletionTimestamp"):
         raise ConsumerError(
-            "PodTerminating",
+            reasons.POD_TERMINATING,
             f"Pod {consumer.namespace}/{consumer.name} of {where} is terminating; its networks are not "
             "repaired, kubelet releases them on unprepare",
         )
     if sorted((a.pool, a.vf.name) for a in allocated) != sorted((d.pool, d.device) for d in recorded.devices):
         raise ConsumerError(
-            "AllocationChanged",
+            reasons.ALLOCATION_CHANGED,
             f"{where} now allocates other devices than the prepared ones; repair stops, the prepared "
             "VFs stay as they are until kubelet unprepares the claim",
         )
@@ -502,7 +503,7 @@ def _check_reusable(recorded: ClaimRecord, consumer: Consumer) -> None:
     where = f"claim {recorded.namespace}/{recorded.name} ({recorded.claim_uid})"
     if recorded.pod_uid != consumer.uid or phases_of(recorded) & RELEASE_PHASES:
         raise PrepareError(
-            "ClaimReleaseInProgress",
+            reasons.CLAIM_RELEASE_IN_PROGRESS,
             f"{where} is still recorded for Pod {recorded.pod_uid} and being released or not yet "
             f"unprepared; Pod {consumer.uid} can use it once kubelet has unprepared it",
             claim_uid=recorded.claim_uid,

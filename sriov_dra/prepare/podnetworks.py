@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from sriov_contract.errors import ReasonedError
+from sriov_dra import reasons
 from sriov_dra.apierrors import ApiError
 from sriov_dra.core.selection import (
     ManagedBinding,
@@ -52,7 +53,7 @@ def _patch_until_stable(
                 raise
         sleep(min(0.02 * 2**attempt, 0.5))
     raise PodNetworksError(
-        "PodPatchRetriesExhausted",
+        reasons.POD_PATCH_RETRIES_EXHAUSTED,
         f"{what} on Pod {namespace}/{name} kept conflicting after {attempts} attempts (the Pod changes "
         "too often); kubelet retries",
         pod=f"{namespace}/{name}",
@@ -74,7 +75,8 @@ def publish_selections(
     def compute(pod: Mapping[str, Any] | None) -> list[PatchOp] | None:
         if pod is None:
             raise PodNetworksError(
-                "PodNotFound", f"Pod {namespace}/{name} disappeared before its networks were published"
+                reasons.POD_NOT_FOUND,
+                f"Pod {namespace}/{name} disappeared before its networks were published",
             )
         verify(pod)
         return merge_managed_selections(pod, desired)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from sriov_contract.keys import PROTECTION_FINALIZER
+from sriov_dra import reasons
 from sriov_dra.apierrors import ApiError
 from sriov_dra.core.bindingrecord import BindingRecord
 from sriov_dra.core.shadowspec import (
@@ -55,7 +56,7 @@ def ensure_shadow(
     check_shadow(existing, record, releasing=False)
     if is_deleting(existing):
         raise ShadowError(
-            "ShadowDeletionPending",
+            reasons.SHADOW_DELETION_PENDING,
             f"shadow {record.pod_namespace}/{record.shadow_name} of claim {record.identity.claim_uid} is "
             "being deleted while its Pod still uses it; it is not recreated. Delete and recreate the Pod",
             name=record.shadow_name,
@@ -121,7 +122,7 @@ def finalize_released_shadow(
                 raise
         sleep(min(0.05 * 2**attempt, 1.0))
     raise ShadowError(
-        "FinalizerRemovalRetriesExhausted",
+        reasons.FINALIZER_REMOVAL_RETRIES_EXHAUSTED,
         f"could not remove {PROTECTION_FINALIZER} from {record.pod_namespace}/{record.shadow_name} after "
         f"{attempts} attempts (it kept changing); the release is retried by kubelet",
         name=record.shadow_name,

@@ -21,6 +21,7 @@ from typing import Any, Final
 from sriov_contract.binding import Binding, parse_binding
 from sriov_contract.errors import ReasonedError
 from sriov_contract.keys import BINDING_ANNOTATION, NODE_UID_LABEL, PROTECTION_FINALIZER
+from sriov_dra import reasons
 from sriov_dra.apierrors import ApiError
 from sriov_dra.core.bindingrecord import BindingRecord, records_of
 from sriov_dra.core.claimrecord import ClaimRecord
@@ -35,7 +36,7 @@ from sriov_dra.core.shadowspec import (
 from sriov_dra.ports import NadClient, ShadowLister
 
 ORPHAN: Final = "Orphan"
-CONFLICT: Final = "Conflict"
+CONFLICT: Final = reasons.CONFLICT
 
 
 class OrphanError(ReasonedError):
@@ -142,7 +143,7 @@ def _report(obj: Mapping[str, Any], known: _Known, node_uid: str) -> ShadowRepor
         binding, record, expected = known.binding(meta)
         attachment, pod_uid, claim_uid = binding.attachment_id, binding.pod_uid, binding.claim_uid
         if binding.node_uid != node_uid:
-            raise ReasonedError("OtherNode", f"its binding names node UID {binding.node_uid}")
+            raise ReasonedError(reasons.OTHER_NODE, f"its binding names node UID {binding.node_uid}")
         if record is None:
             detail = "no checkpoint record on this node holds this binding"
         else:
@@ -189,7 +190,7 @@ def finalize_orphan(
     if len(matches) != 1 or not matches[0].orphan:
         state = "no shadow of this node has it" if not matches else f"its shadow is {matches[0].status}"
         raise OrphanError(
-            "NotAnOrphan",
+            reasons.NOT_AN_ORPHAN,
             f"attachment {attachment_id!r}: {state}; only an orphan named by its full attachment ID (see "
             "'sriov-dra orphans') can be finalized. Active and releasing bindings are kubelet's to release",
         )
@@ -199,7 +200,7 @@ def finalize_orphan(
         return orphan
     if uid_of(obj) != orphan.uid:
         raise OrphanError(
-            "ShadowReplaced",
+            reasons.SHADOW_REPLACED,
             f"{orphan.namespace}/{orphan.name} was replaced (UID {uid_of(obj)}, scanned {orphan.uid}); "
             "scan again",
         )
@@ -212,7 +213,7 @@ def finalize_orphan(
         except ApiError as exc:
             if exc.status != 404:
                 raise OrphanError(
-                    "FinalizeFailed",
+                    reasons.FINALIZE_FAILED,
                     f"{orphan.namespace}/{orphan.name} changed while finalizing ({exc.message}); scan again",
                 ) from exc
     return orphan

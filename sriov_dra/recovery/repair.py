@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol
 
 from sriov_contract.errors import ReasonedError
+from sriov_dra import reasons
 from sriov_dra.apierrors import ApiError
 from sriov_dra.core.backoff import backoff, jittered
 from sriov_dra.core.claimrecord import ClaimRecord
@@ -111,9 +112,9 @@ class RepairWorker:
         except Exception as exc:  # a bug must not stop repair of every other claim
             log.exception("repair of claim %s failed unexpectedly", record.claim_uid)
             self._failed(
-                record, ReasonedError("RepairCrashed", f"{exc.__class__.__name__}: {exc}"), streak, now
+                record, ReasonedError(reasons.REPAIR_CRASHED, f"{exc.__class__.__name__}: {exc}"), streak, now
             )
-            return "RepairCrashed"
+            return reasons.REPAIR_CRASHED
         if streak is not None:
             log.info(
                 "claim %s/%s (%s) repaired after %s",

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sriov_contract.durable import atomic_write
+from sriov_dra import reasons
 from sriov_dra.core.claimrecord import (
     CheckpointError,
     ClaimRecord,
@@ -91,7 +92,7 @@ class PreparedClaims:
             existing = records.get(record.claim_uid)
             if existing is not None:
                 raise CheckpointError(
-                    "ClaimReleaseInProgress",
+                    reasons.CLAIM_RELEASE_IN_PROGRESS,
                     f"claim {record.namespace}/{record.name} ({record.claim_uid}) is still recorded as "
                     f"prepared for Pod {existing.pod_uid}; it must be unprepared before Pod "
                     f"{record.pod_uid} can use it",
@@ -119,12 +120,12 @@ class PreparedClaims:
             record = records.get(claim_uid)
             if record is None:
                 raise CheckpointError(
-                    "ClaimNotPrepared", f"claim {claim_uid} has no checkpoint record to update"
+                    reasons.CLAIM_NOT_PREPARED, f"claim {claim_uid} has no checkpoint record to update"
                 )
             unknown = set(bindings) - {d.device for d in record.devices}
             if unknown:
                 raise CheckpointError(
-                    "DeviceNotInClaim",
+                    reasons.DEVICE_NOT_IN_CLAIM,
                     f"claim {claim_uid} does not hold device(s) {sorted(unknown)}",
                 )
             devices = tuple(
@@ -148,7 +149,7 @@ class PreparedClaims:
             record = records.get(claim_uid)
             if record is None:
                 raise CheckpointError(
-                    "ClaimNotPrepared", f"claim {claim_uid} has no checkpoint record to update"
+                    reasons.CLAIM_NOT_PREPARED, f"claim {claim_uid} has no checkpoint record to update"
                 )
             devices = []
             for device in record.devices:
@@ -177,7 +178,7 @@ class PreparedClaims:
             except OSError as exc:
                 self._records = before
                 raise CheckpointError(
-                    "CheckpointWriteFailed",
+                    reasons.CHECKPOINT_WRITE_FAILED,
                     f"could not persist the checkpoint ({exc}); the change was not applied. Check the "
                     "plugin directory's disk space and permissions",
                 ) from exc

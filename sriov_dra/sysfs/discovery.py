@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from sriov_contract.errors import ReasonedError
+from sriov_dra import reasons
 from sriov_dra.model import (
     ATTR_DEVICE_ID,
     ATTR_ESWITCH_MODE,
@@ -104,7 +105,7 @@ def _virtfns(pf_dir: Path) -> Iterator[tuple[int, str]]:
                 yield int(m.group(1)), os.path.basename(os.readlink(entry))
             except OSError as exc:
                 raise DiscoveryError(
-                    "UnreadableVirtualFunction",
+                    reasons.UNREADABLE_VIRTUAL_FUNCTION,
                     f"cannot read {entry} ({exc}); check the PF's SR-IOV configuration",
                 ) from exc
 
@@ -116,7 +117,8 @@ def discover(sysfs: Path) -> dict[str, VirtualFunction]:
         bdfs = sorted(p.name for p in devices_dir.iterdir())
     except OSError as exc:
         raise DiscoveryError(
-            "SysfsUnreadable", f"cannot list PCI devices under {devices_dir} ({exc}); is sysfs mounted?"
+            reasons.SYSFS_UNREADABLE,
+            f"cannot list PCI devices under {devices_dir} ({exc}); is sysfs mounted?",
         ) from exc
     inventory: dict[str, VirtualFunction] = {}
     for pf_bdf in bdfs:

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from sriov_contract.errors import ReasonedError
+from sriov_dra import reasons
 from sriov_dra.model import USERSPACE_DRIVERS
 
 DEFAULT = "default"
@@ -77,14 +78,14 @@ class SysfsVfDriver:
         bound = self.current(bdf)
         if not bound or bound in USERSPACE_DRIVERS:
             raise VfDriverError(
-                "VfNotKernelBound",
+                reasons.VF_NOT_KERNEL_BOUND,
                 f"VF {bdf} is bound to {bound or 'no driver'}, not a kernel network driver; request "
                 "driver 'default' in the VfConfig or rebind it",
                 pci=bdf,
             )
         if not self.netdevs(bdf):
             raise VfDriverError(
-                "VfNetdeviceMissing",
+                reasons.VF_NETDEVICE_MISSING,
                 f"VF {bdf} is bound to {bound} but has no network interface; check the PF's "
                 "SR-IOV setup (sriov_numvfs) and the kernel log",
                 pci=bdf,
@@ -95,7 +96,7 @@ class SysfsVfDriver:
             path.write_text(value)
         except OSError as exc:
             raise VfDriverError(
-                "VfDriverBindFailed",
+                reasons.VF_DRIVER_BIND_FAILED,
                 f"writing {value.strip()!r} to {path} for VF {bdf} failed ({exc}); check the driver "
                 "module is loaded and the VF is not in use",
                 pci=bdf,
@@ -124,7 +125,7 @@ class SysfsVfDriver:
         bound = self.current(bdf)
         if not bound or bound in USERSPACE_DRIVERS:
             raise VfDriverError(
-                "VfDriverBindFailed",
+                reasons.VF_DRIVER_BIND_FAILED,
                 f"VF {bdf} did not return to a kernel driver after probing (bound: {bound or 'none'})",
                 pci=bdf,
             )
@@ -133,7 +134,7 @@ class SysfsVfDriver:
         bound = self.current(bdf)
         if bound != driver:
             raise VfDriverError(
-                "VfDriverBindFailed",
+                reasons.VF_DRIVER_BIND_FAILED,
                 f"VF {bdf} is bound to {bound or 'no driver'} after binding {driver}; check that the "
                 f"{driver} module is loaded and accepts this device",
                 pci=bdf,
