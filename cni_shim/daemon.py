@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 import click
 
-from cni_shim import wiring
+from cni_shim import reasons, wiring
 from cni_shim.kube.daemon_client import ApiServer
 from cni_shim.kube.informers import Informer, nad_informer, pod_informer
 from cni_shim.kube.views import CachedView, LiveView
@@ -54,12 +54,14 @@ def load_config(path: str, env: dict[str, str], metrics_address: str = "") -> Da
             raw = json.load(fh)
     except OSError as exc:
         raise ReasonedError(
-            "DaemonConfigUnreadable", f"cannot read {path}: {exc.strerror}; mount it"
+            reasons.DAEMON_CONFIG_UNREADABLE, f"cannot read {path}: {exc.strerror}; mount it"
         ) from exc
     except ValueError as exc:
-        raise ReasonedError("DaemonConfigMalformed", f"{path} is not JSON: {exc}; fix the ConfigMap") from exc
+        raise ReasonedError(
+            reasons.DAEMON_CONFIG_MALFORMED, f"{path} is not JSON: {exc}; fix the ConfigMap"
+        ) from exc
     if not isinstance(raw, dict):
-        raise ReasonedError("DaemonConfigMalformed", f"{path} must hold a JSON object")
+        raise ReasonedError(reasons.DAEMON_CONFIG_MALFORMED, f"{path} must hold a JSON object")
     port = raw.get("metricsPort")
     address = metrics_address or str(raw.get("metricsAddress") or "")
     if not address and isinstance(port, int) and not isinstance(port, bool) and port > 0:

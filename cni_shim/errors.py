@@ -6,6 +6,7 @@ errors across processes) without a second constructor contract.
 
 from __future__ import annotations
 
+from cni_shim import reasons
 from sriov_contract.errors import ReasonedError
 
 # CNI spec error codes (SPEC.md "Error"); 999 is what Go's skel uses for untyped failures.
@@ -42,7 +43,7 @@ class CniError(ReasonedError):
 
 
 def config_error(message: str) -> CniError:
-    return CniError("InvalidNetworkConfig", message, INVALID_NETWORK_CONFIG)
+    return CniError(reasons.INVALID_NETWORK_CONFIG, message, INVALID_NETWORK_CONFIG)
 
 
 class KubeApiError(CniError):
@@ -51,7 +52,7 @@ class KubeApiError(CniError):
     def __init__(self, message: str, status: int) -> None:
         transient = status == 0 or status >= 500 or status == 429
         super().__init__(
-            "KubeApiUnavailable" if transient else "KubeApiRefused",
+            reasons.KUBE_API_UNAVAILABLE if transient else reasons.KUBE_API_REFUSED,
             message,
             TRY_AGAIN_LATER if transient else INTERNAL,
         )

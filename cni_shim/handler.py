@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from cni_shim import reasons
 from cni_shim.core import cniargs, delegateplan, delegates, netconf, netstatus, protocol, results, versions
 from cni_shim.core.delegates import Candidate
 from cni_shim.core.netconf import NetConf
@@ -30,6 +31,7 @@ from cni_shim.errors import (
 from cni_shim.ports import CacheStore, Clock, Executor, KubeApi, Log, ManyNads, Routes
 from cni_shim.runner import Attachment, Runner, cache_key, negotiate, probe_versions
 from sriov_contract import keys
+from sriov_contract import reasons as contract_reasons
 from sriov_contract.errors import ReasonedError
 from sriov_contract.networks import NetworkSelection, parse_network_selections
 
@@ -110,7 +112,7 @@ def _wait_readiness(ctx: _Ctx) -> None:
     while not os.path.exists(path):
         if clock.monotonic() >= deadline:
             raise CniError(
-                "DefaultNetworkNotReady",
+                reasons.DEFAULT_NETWORK_NOT_READY,
                 f"{ctx.prefix()}have you checked that your default network is ready? still waiting for "
                 f"readinessindicatorfile @ {path}",
                 TRY_AGAIN_LATER,
@@ -142,7 +144,7 @@ def _verify_uid(ctx: _Ctx, pod: Mapping[str, Any]) -> None:
     api_uid = (pod.get("metadata") or {}).get("uid", "")
     if ctx.pod_args.uid and api_uid != ctx.pod_args.uid and not _is_static_pod(pod):
         raise CniError(
-            "PodUIDMismatch",
+            reasons.POD_UID_MISMATCH,
             f'{ctx.prefix()}expected pod UID "{ctx.pod_args.uid}" but got "{api_uid}" from Kube API; '
             "the Pod was replaced, the runtime will retry with the new sandbox",
             TRY_AGAIN_LATER,
@@ -194,7 +196,7 @@ def _nad_candidate(
 ) -> Candidate:
     if nad is None:
         raise CniError(
-            "NoNetworkFound",
+            reasons.NO_NETWORK_FOUND,
             f"cannot find a network-attachment-definition ({sel.name}) in namespace ({sel.namespace}): "
             f'network-attachment-definitions.k8s.cni.cncf.io "{sel.name}" not found; create it or fix the Pod\'s networks annotation',
             TRY_AGAIN_LATER,
@@ -220,7 +222,7 @@ def _annotation_errors(ctx: _Ctx) -> Iterator[None]:
         raise CniError(exc.reason, f"{ctx.prefix()}{exc.message}", INVALID_NETWORK_CONFIG) from exc
     except RecursionError as exc:
         raise CniError(
-            "InvalidNetworksAnnotation",
+            contract_reasons.INVALID_NETWORKS_ANNOTATION,
             f"{ctx.prefix()}network annotation is nested too deeply",
             INVALID_NETWORK_CONFIG,
         ) from exc
@@ -260,7 +262,7 @@ def _pod_candidates(
             key = (sel.namespace, sel.name)
             if key in seen_managed:
                 raise CniError(
-                    "ManagedShadowDuplicateSelection",
+                    reasons.MANAGED_SHADOW_DUPLICATE_SELECTION,
                     f"managed shadow {sel.namespace}/{sel.name} is selected more than once; remove the duplicate",
                     INVALID_NETWORK_CONFIG,
                 )
@@ -321,13 +323,13 @@ def _check_cache_key(net: Network, container_id: str, ifname: str, what: str) ->
     """libcni's network-name rule, plus a length that still fits the per-attachment result file."""
     if not protocol.valid_id(net.name):
         raise CniError(
-            "InvalidNetworkName",
+            reasons.INVALID_NETWORK_NAME,
             f"delegate {what:.200}: network name {net.name!r:.100} must match ^[a-zA-Z0-9][a-zA-Z0-9_.-]*$",
             INVALID_NETWORK_CONFIG,
         )
     if len(cache_key(net.name, container_id, ifname).encode()) > MAX_FILE_NAME:
         raise CniError(
-            "InvalidNetworkName",
+            reasons.INVALID_NETWORK_NAME,
             f"delegate {what:.200}: network name of {len(net.name)} characters is too long for the result cache",
             INVALID_NETWORK_CONFIG,
         )
@@ -441,7 +443,7 @@ def _write_network_status(ctx: _Ctx, kube: KubeApi, entries: list[Json], read: J
         meta = pod.get("metadata") or {}
         if args.uid and meta.get("uid") != args.uid and not _is_static_pod(pod):
             raise CniError(
-                "PodUIDMismatch",
+                reasons.POD_UID_MISMATCH,
                 f'SetNetworkStatus: expected pod {args.namespace}/{args.name} UID "{args.uid}" but got "{meta.get("uid")}" from Kube API',
                 TRY_AGAIN_LATER,
             )
@@ -567,7 +569,7 @@ def _check(ctx: _Ctx) -> None:
     cached = _load_plan(ctx, ctx.req.container_id)
     if cached is None:
         raise CniError(
-            "UnknownContainer",
+            reasons.UNKNOWN_CONTAINER,
             f"no delegate cache for container {ctx.req.container_id} under {ctx.conf.cni_dir}; it was never added",
             UNKNOWN_CONTAINER,
         )
@@ -678,12 +680,14 @@ def invoke(
         try:
             stdin = read_stdin()
         except OSError as exc:
-            raise CniError("StdinUnreadable", f"error reading from stdin: {exc}", IO_FAILURE) from exc
+            raise CniError(reasons.STDIN_UNREADABLE, f"error reading from stdin: {exc}", IO_FAILURE) from exc
         req = protocol.Request.from_env(env, stdin)
         result = handle(req, services(env))
     except CniError as err:
         return 1, protocol.render_error(err, _cni_version(stdin)), ""
     except Exception as exc:
-        internal = CniError("InternalError", f"cni-shim failed unexpectedly: {type(exc).__name__}: {exc}")
+        internal = CniError(
+            reasons.INTERNAL_ERROR, f"cni-shim failed unexpectedly: {type(exc).__name__}: {exc}"
+        )
         return 1, protocol.render_error(internal, _cni_version(stdin)), ""
     return 0, protocol.render_result(result) if result is not None else "", ""

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cni_shim import reasons
 from cni_shim.core import jsonbytes, results, versions
 from cni_shim.core.network import Network
 from cni_shim.errors import INCOMPATIBLE_VERSION, CniError
@@ -100,10 +101,12 @@ def probe_versions(
         supported = info["supportedVersions"]
     except (ValueError, KeyError, TypeError) as exc:
         raise CniError(
-            "DelegateVersionUnknown", f"plugin {plugin!r} gave no usable VERSION answer: {exc}"
+            reasons.DELEGATE_VERSION_UNKNOWN, f"plugin {plugin!r} gave no usable VERSION answer: {exc}"
         ) from exc
     if not isinstance(supported, list):
-        raise CniError("DelegateVersionUnknown", f"plugin {plugin!r} VERSION supportedVersions is not a list")
+        raise CniError(
+            reasons.DELEGATE_VERSION_UNKNOWN, f"plugin {plugin!r} VERSION supportedVersions is not a list"
+        )
     return tuple(str(v) for v in supported)
 
 
@@ -116,7 +119,7 @@ def negotiate(net: Network, fallback_version: str, supported_by: Mapping[str, Se
     chosen = versions.select(candidates, common)
     if chosen is None:
         raise CniError(
-            "IncompatibleDelegateVersion",
+            reasons.INCOMPATIBLE_DELEGATE_VERSION,
             f"delegate network {net.name!r} declares cniVersion {candidates} but its plugins "
             f"{[str(p['type']) for p in net.plugins]} only all support {sorted(common, key=versions.parse)}; "
             "set a cniVersion every plugin of that network supports",
@@ -238,4 +241,4 @@ def _decode_result(out: bytes) -> Any:
     try:
         return json.loads(out)
     except ValueError as exc:
-        raise CniError("InvalidDelegateResult", f"failed to unmarshal raw result: {exc}") from exc
+        raise CniError(reasons.INVALID_DELEGATE_RESULT, f"failed to unmarshal raw result: {exc}") from exc

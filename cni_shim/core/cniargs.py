@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cni_shim import reasons
 from cni_shim.errors import INVALID_ENVIRONMENT, CniError
 
 _KNOWN = (
@@ -36,7 +37,7 @@ class PodArgs:
 
 
 def _bad(message: str) -> CniError:
-    return CniError("InvalidCniArgs", f"error getting k8s args: ARGS: {message}", INVALID_ENVIRONMENT)
+    return CniError(reasons.INVALID_CNI_ARGS, f"error getting k8s args: ARGS: {message}", INVALID_ENVIRONMENT)
 
 
 def split_pairs(text: str) -> Pairs:

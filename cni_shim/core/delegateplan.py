@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from cni_shim import reasons
 from cni_shim.errors import CniError
 
 KIND = "cniShimDelegatesV1"
@@ -102,7 +103,9 @@ def from_bytes(data: bytes, where: str) -> Plan:
             ),
         )
     except (ValueError, KeyError, TypeError, AttributeError, binascii.Error) as exc:
-        raise CniError("DelegateCacheCorrupt", f"the delegate cache {where} is unreadable: {exc}") from exc
+        raise CniError(
+            reasons.DELEGATE_CACHE_CORRUPT, f"the delegate cache {where} is unreadable: {exc}"
+        ) from exc
 
 
 def from_multus(
@@ -148,7 +151,7 @@ def from_multus(
             )
     except (ValueError, KeyError, TypeError, AttributeError, binascii.Error) as exc:
         raise CniError(
-            "DelegateCacheCorrupt", f"the Multus delegate cache {where} is unreadable: {exc}"
+            reasons.DELEGATE_CACHE_CORRUPT, f"the Multus delegate cache {where} is unreadable: {exc}"
         ) from exc
     return Plan(
         container_id=identity.container_id,

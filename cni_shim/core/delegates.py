@@ -14,9 +14,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from cni_shim import reasons
 from cni_shim.core import jsonbytes, network
 from cni_shim.core.protocol import validate_ifname
 from cni_shim.errors import INVALID_NETWORK_CONFIG, CniError, KubeApiError, config_error
+from sriov_contract import reasons as contract_reasons
 from sriov_contract.networks import NetworkSelection, parse_network_selections
 from sriov_contract.rawjson import JsonObject
 
@@ -49,21 +51,24 @@ def find_in_dir(wanted: str, directory: str) -> bytes:
     except OSError:
         files = []
     if not files:
-        raise _err("NoNetworkFound", f"no networks found in {directory}")
+        raise _err(reasons.NO_NETWORK_FOUND, f"no networks found in {directory}")
     for fname in files:
         path = os.path.join(directory, fname)
         data = _read_file(path)
         try:
             net = network.parse(data, f"CNI config file {path}")
         except CniError as exc:
-            raise _err("InvalidNetworkFile", f"error loading CNI config file {path}: {exc.message}") from exc
+            raise _err(
+                reasons.INVALID_NETWORK_FILE, f"error loading CNI config file {path}: {exc.message}"
+            ) from exc
         if fname.endswith(".conflist") != net.conflist:
             raise _err(
-                "InvalidNetworkFile", f"error loading CNI config file {path}: wrong shape for its extension"
+                reasons.INVALID_NETWORK_FILE,
+                f"error loading CNI config file {path}: wrong shape for its extension",
             )
         if wanted in ("", net.name):
             return data
-    raise _err("NoNetworkFound", f"no network available in the name {wanted} in cni dir {directory}")
+    raise _err(reasons.NO_NETWORK_FOUND, f"no network available in the name {wanted} in cni dir {directory}")
 
 
 def _read_file(path: str) -> bytes:
@@ -71,7 +76,9 @@ def _read_file(path: str) -> bytes:
         with open(path, "rb") as fh:
             return fh.read()
     except OSError as exc:
-        raise _err("InvalidNetworkFile", f"cannot read CNI config file {path}: {exc.strerror}") from exc
+        raise _err(
+            reasons.INVALID_NETWORK_FILE, f"cannot read CNI config file {path}: {exc.strerror}"
+        ) from exc
 
 
 def spec_config(nad: Mapping[str, Any]) -> bytes:
@@ -145,11 +152,11 @@ def resolve_network(value: str, namespace: str, conf_dir: str, get_nad: NadGette
         try:
             return load(find_in_dir(value, conf_dir), None, f"network {value} in {conf_dir}")
         except CniError as exc:
-            raise _err("NoNetworkFound", f"cannot find network: {value}") from exc
+            raise _err(reasons.NO_NETWORK_FOUND, f"cannot find network: {value}") from exc
     if os.path.isdir(value):
         files = sorted(f for f in os.listdir(value) if f.endswith(_CONF_EXTENSIONS))
         if not files:
-            raise _err("NoNetworkFound", f"cannot find network: {value}")
+            raise _err(reasons.NO_NETWORK_FOUND, f"cannot find network: {value}")
         value = os.path.join(value, files[0])
     return load(_read_file(value), None, f"CNI config file {value}")
 
@@ -173,7 +180,7 @@ def check_isolation(
     for sel in selections:
         if sel.namespace != pod_namespace and sel.namespace not in global_namespaces:
             raise CniError(
-                "NamespaceIsolationViolation",
+                reasons.NAMESPACE_ISOLATION_VIOLATION,
                 f"namespace isolation enabled, annotation violates permission, pod is in namespace "
                 f"{pod_namespace} but refers to target namespace {sel.namespace}",
                 INVALID_NETWORK_CONFIG,
@@ -193,10 +200,10 @@ def ifnames(candidates: Sequence[Candidate], runtime_ifname: str) -> list[str]:
     seen: dict[str, str] = {}
     for cand, name in zip(candidates, names, strict=True):
         if problem := validate_ifname(name):
-            raise _err("InvalidInterfaceName", f"delegate {cand.name}: {problem} ({name!r})")
+            raise _err(contract_reasons.INVALID_INTERFACE_NAME, f"delegate {cand.name}: {problem} ({name!r})")
         if name in seen:
             raise _err(
-                "InterfaceNameCollision",
+                reasons.INTERFACE_NAME_COLLISION,
                 f"delegates {seen[name]} and {cand.name} would both create interface {name}; "
                 "give one of them a distinct interface in the networks annotation",
             )

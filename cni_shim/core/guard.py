@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from cni_shim import reasons
 from cni_shim.core.delegates import spec_config
 from cni_shim.errors import INVALID_NETWORK_CONFIG, CniError
 from sriov_contract import keys, rawjson
@@ -24,9 +25,9 @@ from sriov_contract.registry import Registry, parse_registry
 CHAIN_ALLOWLIST = ("tuning",)
 
 
-def _reject(check: str, what: str, why: str) -> CniError:
+def _reject(reason: str, what: str, why: str) -> CniError:
     return CniError(
-        f"ManagedShadow{check}",
+        reason,
         f"managed shadow {what} refused before any delegate ran: {why}",
         INVALID_NETWORK_CONFIG,
     )
@@ -40,10 +41,12 @@ def pod_registry(pod: Mapping[str, Any]) -> Registry:
     try:
         registry = parse_registry(str(text))
     except ContractError as exc:
-        raise _reject("RegistryInvalid", what, f"{keys.REGISTRY_ANNOTATION} is unusable ({exc})") from exc
+        raise _reject(
+            reasons.MANAGED_SHADOW_REGISTRY_INVALID, what, f"{keys.REGISTRY_ANNOTATION} is unusable ({exc})"
+        ) from exc
     if registry.pod_uid != meta.get("uid"):
         raise _reject(
-            "RegistryPodMismatch",
+            reasons.MANAGED_SHADOW_REGISTRY_POD_MISMATCH,
             what,
             f"registry names Pod UID {registry.pod_uid}, Pod is {meta.get('uid')}",
         )
@@ -57,13 +60,13 @@ def check_registry(registry: Registry, selections: Sequence[NetworkSelection], p
         what = f"{entry.namespace}/{entry.name} of Pod {pod_label}"
         if len(matches) != 1:
             raise _reject(
-                "SelectionCount",
+                reasons.MANAGED_SHADOW_SELECTION_COUNT,
                 what,
                 f"the registry lists it once but the networks annotation selects it {len(matches)} times",
             )
         if matches[0].interface != entry.interface:
             raise _reject(
-                "SelectionOverride",
+                reasons.MANAGED_SHADOW_SELECTION_OVERRIDE,
                 what,
                 f"selection asks for interface {matches[0].interface!r}, registry records {entry.interface!r}",
             )
@@ -74,40 +77,50 @@ def _static_sriov_pci(config: bytes, what: str) -> str:
     try:
         obj = rawjson.loads(config)
     except (rawjson.RawJsonError, RecursionError) as exc:
-        raise _reject("ConfigNotStaticSriov", what, f"spec.config is not JSON ({exc})") from exc
+        raise _reject(
+            reasons.MANAGED_SHADOW_CONFIG_NOT_STATIC_SRIOV, what, f"spec.config is not JSON ({exc})"
+        ) from exc
     if not isinstance(obj, dict):
-        raise _reject("ConfigNotStaticSriov", what, "spec.config is not an object")
+        raise _reject(reasons.MANAGED_SHADOW_CONFIG_NOT_STATIC_SRIOV, what, "spec.config is not an object")
     if "type" in obj and "plugins" in obj:
-        raise _reject("ConfigNotStaticSriov", what, "spec.config has both type and plugins")
+        raise _reject(
+            reasons.MANAGED_SHADOW_CONFIG_NOT_STATIC_SRIOV, what, "spec.config has both type and plugins"
+        )
     plugins = [obj] if "type" in obj else obj.get("plugins")
     if not isinstance(plugins, list) or not plugins or not all(isinstance(p, dict) for p in plugins):
-        raise _reject("ConfigNotStaticSriov", what, "spec.config has no plugin list")
+        raise _reject(reasons.MANAGED_SHADOW_CONFIG_NOT_STATIC_SRIOV, what, "spec.config has no plugin list")
     types = [p.get("type") for p in plugins]  # type: ignore[union-attr]
     if types[0] != "sriov" or any(t not in CHAIN_ALLOWLIST for t in types[1:]):
         raise _reject(
-            "ConfigNotStaticSriov",
+            reasons.MANAGED_SHADOW_CONFIG_NOT_STATIC_SRIOV,
             what,
             f"plugin chain {types} is not sriov followed by {list(CHAIN_ALLOWLIST)}",
         )
     first: dict[str, Any] = plugins[0]  # type: ignore[assignment]
     pci = first.get("deviceID")
     if not isinstance(pci, str) or not pci:
-        raise _reject("ConfigNotStaticSriov", what, "the sriov plugin has no static deviceID")
+        raise _reject(
+            reasons.MANAGED_SHADOW_CONFIG_NOT_STATIC_SRIOV, what, "the sriov plugin has no static deviceID"
+        )
     if first.get("pciBusID") not in (None, pci):
-        raise _reject("PciMismatch", what, f"pciBusID {first.get('pciBusID')!r} differs from deviceID {pci}")
+        raise _reject(
+            reasons.MANAGED_SHADOW_PCI_MISMATCH,
+            what,
+            f"pciBusID {first.get('pciBusID')!r} differs from deviceID {pci}",
+        )
     return pci
 
 
 def _check_selection(sel: NetworkSelection, binding: Binding, what: str) -> None:
     if sel.device_id is not None and sel.device_id != binding.pci_address:
         raise _reject(
-            "SelectionOverride",
+            reasons.MANAGED_SHADOW_SELECTION_OVERRIDE,
             what,
             f"selection deviceID {sel.device_id} differs from bound PCI {binding.pci_address}",
         )
     if sel.interface != binding.interface:
         raise _reject(
-            "SelectionOverride",
+            reasons.MANAGED_SHADOW_SELECTION_OVERRIDE,
             what,
             f"selection interface {sel.interface!r} differs from bound {binding.interface!r}",
         )
@@ -126,7 +139,9 @@ def _check_selection(sel: NetworkSelection, binding: Binding, what: str) -> None
     ]
     if overrides:
         raise _reject(
-            "SelectionOverride", what, f"selection carries options {overrides} a managed shadow never has"
+            reasons.MANAGED_SHADOW_SELECTION_OVERRIDE,
+            what,
+            f"selection carries options {overrides} a managed shadow never has",
         )
 
 
@@ -145,43 +160,71 @@ def check_shadow(
     try:
         binding = parse_binding(str(annotations[keys.BINDING_ANNOTATION]))
     except ContractError as exc:
-        raise _reject("BindingInvalid", what, f"{keys.BINDING_ANNOTATION} is unusable ({exc})") from exc
+        raise _reject(
+            reasons.MANAGED_SHADOW_BINDING_INVALID, what, f"{keys.BINDING_ANNOTATION} is unusable ({exc})"
+        ) from exc
     if binding.pod_uid != pod_meta.get("uid"):
-        raise _reject("PodMismatch", what, f"bound to Pod UID {binding.pod_uid}, not {pod_meta.get('uid')}")
+        raise _reject(
+            reasons.MANAGED_SHADOW_POD_MISMATCH,
+            what,
+            f"bound to Pod UID {binding.pod_uid}, not {pod_meta.get('uid')}",
+        )
     node = (pod.get("spec") or {}).get("nodeName")
     if binding.node_name != node:
-        raise _reject("NodeMismatch", what, f"bound to node {binding.node_name}, Pod runs on {node}")
+        raise _reject(
+            reasons.MANAGED_SHADOW_NODE_MISMATCH,
+            what,
+            f"bound to node {binding.node_name}, Pod runs on {node}",
+        )
     if meta.get("namespace") != pod_meta.get("namespace"):
         raise _reject(
-            "NamespaceMismatch", what, f"a shadow must live in the Pod namespace {pod_meta.get('namespace')}"
+            reasons.MANAGED_SHADOW_NAMESPACE_MISMATCH,
+            what,
+            f"a shadow must live in the Pod namespace {pod_meta.get('namespace')}",
         )
     owners = [
         o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Pod" and o.get("apiVersion") == "v1"
     ]
     if [o.get("uid") for o in owners] != [pod_meta.get("uid")]:
         raise _reject(
-            "OwnerMismatch", what, f"needs exactly one Pod ownerReference with UID {pod_meta.get('uid')}"
+            reasons.MANAGED_SHADOW_OWNER_MISMATCH,
+            what,
+            f"needs exactly one Pod ownerReference with UID {pod_meta.get('uid')}",
         )
     if keys.PROTECTION_FINALIZER not in (meta.get("finalizers") or []):
-        raise _reject("Unprotected", what, f"finalizer {keys.PROTECTION_FINALIZER} is missing")
+        raise _reject(
+            reasons.MANAGED_SHADOW_UNPROTECTED, what, f"finalizer {keys.PROTECTION_FINALIZER} is missing"
+        )
     if meta.get("deletionTimestamp"):
-        raise _reject("Terminating", what, f"it is being deleted since {meta['deletionTimestamp']}")
+        raise _reject(
+            reasons.MANAGED_SHADOW_TERMINATING, what, f"it is being deleted since {meta['deletionTimestamp']}"
+        )
     if keys.RESOURCE_NAME_ANNOTATION in annotations:
-        raise _reject("HasResourceName", what, f"annotation {keys.RESOURCE_NAME_ANNOTATION} must be absent")
+        raise _reject(
+            reasons.MANAGED_SHADOW_HAS_RESOURCE_NAME,
+            what,
+            f"annotation {keys.RESOURCE_NAME_ANNOTATION} must be absent",
+        )
     config = spec_config(nad)
     pci = _static_sriov_pci(config, what)
     if pci != binding.pci_address:
         raise _reject(
-            "PciMismatch", what, f"config deviceID {pci} differs from bound PCI {binding.pci_address}"
+            reasons.MANAGED_SHADOW_PCI_MISMATCH,
+            what,
+            f"config deviceID {pci} differs from bound PCI {binding.pci_address}",
         )
     if config_sha256(config) != binding.config_sha256:
-        raise _reject("ConfigHashMismatch", what, "spec.config bytes differ from what the driver rendered")
+        raise _reject(
+            reasons.MANAGED_SHADOW_CONFIG_HASH_MISMATCH,
+            what,
+            "spec.config bytes differ from what the driver rendered",
+        )
     _check_selection(selection, binding, what)
     if registry is not None:
         entries = [e for e in registry.entries if e.attachment_id == binding.attachment_id]
         if len(entries) != 1:
             raise _reject(
-                "NotRegistered",
+                reasons.MANAGED_SHADOW_NOT_REGISTERED,
                 what,
                 f"Pod registry lists attachment {binding.attachment_id} {len(entries)} times",
             )
@@ -191,9 +234,13 @@ def check_shadow(
             meta.get("name"),
         ) or entry.uid != meta.get("uid"):
             raise _reject(
-                "RegistryMismatch",
+                reasons.MANAGED_SHADOW_REGISTRY_MISMATCH,
                 what,
                 f"registry records {entry.namespace}/{entry.name} UID {entry.uid}, shadow UID is {meta.get('uid')}",
             )
         if entry.config_sha256 != binding.config_sha256 or entry.interface != binding.interface:
-            raise _reject("RegistryMismatch", what, "registry hash or interface disagrees with the binding")
+            raise _reject(
+                reasons.MANAGED_SHADOW_REGISTRY_MISMATCH,
+                what,
+                "registry hash or interface disagrees with the binding",
+            )

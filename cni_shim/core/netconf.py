@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from cni_shim import reasons
 from cni_shim.core import network
 from cni_shim.errors import DECODE_FAILURE, CniError, config_error
 
@@ -86,11 +87,11 @@ def decode_object(stdin: bytes) -> dict[str, Any]:
         raw = json.loads(stdin)
     except (ValueError, RecursionError) as exc:
         raise CniError(
-            "MalformedNetworkConfig", f"error unmarshalling network config: {exc}", DECODE_FAILURE
+            reasons.MALFORMED_NETWORK_CONFIG, f"error unmarshalling network config: {exc}", DECODE_FAILURE
         ) from exc
     if not isinstance(raw, dict):
         raise CniError(
-            "MalformedNetworkConfig",
+            reasons.MALFORMED_NETWORK_CONFIG,
             f"network config must be a JSON object, got {type(raw).__name__}",
             DECODE_FAILURE,
         )
@@ -102,10 +103,12 @@ def _typed(raw: dict[str, Any], key: str, kind: type | tuple[type, ...], default
         return default
     value = raw[key]
     if kind is bool and not isinstance(value, bool):
-        raise CniError("InvalidNetworkConfig", f"{key} must be a boolean, got {value!r:.80}", DECODE_FAILURE)
+        raise CniError(
+            reasons.INVALID_NETWORK_CONFIG, f"{key} must be a boolean, got {value!r:.80}", DECODE_FAILURE
+        )
     if not isinstance(value, kind):
         raise CniError(
-            "InvalidNetworkConfig",
+            reasons.INVALID_NETWORK_CONFIG,
             f"{key} must be {getattr(kind, '__name__', kind)}, got {type(value).__name__}",
             DECODE_FAILURE,
         )
@@ -117,7 +120,7 @@ def _strings(raw: dict[str, Any], key: str, default: tuple[str, ...]) -> tuple[s
     if value is None:
         return default if key not in raw else ()
     if not all(isinstance(v, str) for v in value):
-        raise CniError("InvalidNetworkConfig", f"{key} must be a list of strings", DECODE_FAILURE)
+        raise CniError(reasons.INVALID_NETWORK_CONFIG, f"{key} must be a list of strings", DECODE_FAILURE)
     return tuple(value)
 
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cni_shim import reasons
 from cni_shim.core import versions
 from cni_shim.errors import (
     DECODE_FAILURE,
@@ -70,7 +71,7 @@ def valid_id(value: str) -> bool:
 
 
 def _env_error(message: str, details: str = "") -> CniError:
-    return CniError("InvalidEnvironment", message, INVALID_ENVIRONMENT, details)
+    return CniError(reasons.INVALID_ENVIRONMENT, message, INVALID_ENVIRONMENT, details)
 
 
 def validate_ifname(name: str) -> str | None:
@@ -126,14 +127,17 @@ def check_config(command: str, raw: Mapping[str, Any]) -> str:
     """Skel's config checks for a non-VERSION verb; returns the effective config version."""
     name = raw.get("name")
     if not isinstance(name, str) or not name:
-        raise CniError("MissingNetworkName", "missing network name", INVALID_NETWORK_CONFIG)
+        raise CniError(reasons.MISSING_NETWORK_NAME, "missing network name", INVALID_NETWORK_CONFIG)
     if not _ID.match(name):
         raise CniError(
-            "InvalidNetworkName", "invalid characters found in network name", INVALID_NETWORK_CONFIG, name
+            reasons.INVALID_NETWORK_NAME,
+            "invalid characters found in network name",
+            INVALID_NETWORK_CONFIG,
+            name,
         )
     version = raw.get("cniVersion", "")
     if not isinstance(version, str):
-        raise CniError("InvalidCniVersion", "cniVersion must be a string", DECODE_FAILURE)
+        raise CniError(reasons.INVALID_CNI_VERSION, "cniVersion must be a string", DECODE_FAILURE)
     if command not in COMMANDS:
         raise _env_error(f"unknown CNI_COMMAND: {command}")
     minimum = _MIN_VERSION.get(command)
@@ -141,7 +145,7 @@ def check_config(command: str, raw: Mapping[str, Any]) -> str:
         versions.parse(version)
         if not versions.at_least(version, minimum):
             raise CniError(
-                "IncompatibleCniVersion",
+                reasons.INCOMPATIBLE_CNI_VERSION,
                 f"config version does not allow {command}",
                 INCOMPATIBLE_VERSION,
                 f"config is {version!r}, {command} needs at least {minimum}",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
+from cni_shim import reasons
 from cni_shim.core import versions
 from cni_shim.errors import DECODE_FAILURE, CniError
 
@@ -21,7 +22,7 @@ _ROUTE_KEYS_V04 = ("dst", "gw")
 
 
 def _bad(message: str) -> CniError:
-    return CniError("InvalidResult", message, DECODE_FAILURE)
+    return CniError(reasons.INVALID_RESULT, message, DECODE_FAILURE)
 
 
 def _family(address: str) -> int:
@@ -126,7 +127,7 @@ def _to_legacy(current: Json, target: str) -> Json:
         out[key] = block
     if "ip4" not in out and "ip6" not in out:
         raise CniError(
-            "ResultNotConvertible",
+            reasons.RESULT_NOT_CONVERTIBLE,
             f"cannot convert the result to cniVersion {target}: it has no IP addresses",
             DECODE_FAILURE,
         )

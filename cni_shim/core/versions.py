@@ -6,6 +6,8 @@ alone, so the error types are imported only when a version is actually refused.
 
 from __future__ import annotations
 
+from cni_shim import reasons
+
 # Spelled out instead of imported: `typing` alone costs milliseconds on every start.
 TYPE_CHECKING = False
 
@@ -25,7 +27,7 @@ def parse(version: str) -> tuple[int, int, int]:
         from cni_shim.errors import DECODE_FAILURE, CniError  # noqa: PLC0415 - see module docstring
 
         raise CniError(
-            "InvalidCniVersion", f"cniVersion {version!r} is not of the form X.Y.Z", DECODE_FAILURE
+            reasons.INVALID_CNI_VERSION, f"cniVersion {version!r} is not of the form X.Y.Z", DECODE_FAILURE
         )
     return (int(parts[0]), int(parts[1]), int(parts[2]))
 
@@ -40,7 +42,7 @@ def require_supported(version: str) -> str:
         from cni_shim.errors import INCOMPATIBLE_VERSION, CniError  # noqa: PLC0415 - see module docstring
 
         raise CniError(
-            "IncompatibleCniVersion",
+            reasons.INCOMPATIBLE_CNI_VERSION,
             f"config is {version!r}, cni-shim supports {list(SUPPORTED)}",
             INCOMPATIBLE_VERSION,
         )

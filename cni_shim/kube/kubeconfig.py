@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cni_shim import reasons
 from cni_shim.errors import INVALID_NETWORK_CONFIG, CniError
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -37,7 +38,7 @@ class Connection:
 
 def _bad(path: str, why: str) -> CniError:
     return CniError(
-        "InvalidKubeconfig",
+        reasons.INVALID_KUBECONFIG,
         f"kubeconfig {path}: {why}; fix the file named by the kubeconfig key",
         INVALID_NETWORK_CONFIG,
     )

@@ -20,6 +20,7 @@ import contextlib
 import os
 import re
 
+from cni_shim import reasons
 from cni_shim.errors import IO_FAILURE, CniError
 from sriov_contract.durable import atomic_write
 
@@ -33,7 +34,9 @@ def _read(path: str) -> bytes | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise CniError("DelegateCacheUnreadable", f"cannot read {path}: {exc.strerror}", IO_FAILURE) from exc
+        raise CniError(
+            reasons.DELEGATE_CACHE_UNREADABLE, f"cannot read {path}: {exc.strerror}", IO_FAILURE
+        ) from exc
 
 
 def _remove(path: str) -> None:
@@ -48,7 +51,7 @@ class FileCacheStore:
 
     def _name(self, name: str) -> str:
         if not _SAFE.match(name):
-            raise CniError("InvalidCacheKey", f"refusing cache file name {name!r}", IO_FAILURE)
+            raise CniError(reasons.INVALID_CACHE_KEY, f"refusing cache file name {name!r}", IO_FAILURE)
         return name
 
     def _save(self, directory: str, name: str, data: bytes) -> None:
@@ -57,7 +60,7 @@ class FileCacheStore:
             atomic_write(os.path.join(directory, self._name(name)), data, durable=False)
         except OSError as exc:
             raise CniError(
-                "DelegateCacheWriteFailed",
+                reasons.DELEGATE_CACHE_WRITE_FAILED,
                 f"cannot save {name} under {directory}: {exc.strerror}; make cniDir writable",
                 IO_FAILURE,
             ) from exc

@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 
+from cni_shim import reasons
 from cni_shim.errors import CniError
 
 _BUSY_RETRIES = 5
@@ -17,20 +18,20 @@ _BUSY_RETRIES = 5
 
 def find_plugin(plugin: str, search_path: Sequence[str]) -> str:
     if not plugin:
-        raise CniError("DelegateNotFound", "no plugin name provided")
+        raise CniError(reasons.DELEGATE_NOT_FOUND, "no plugin name provided")
     if "/" in plugin or plugin in (".", ".."):
-        raise CniError("DelegateNotFound", f"invalid plugin name {plugin!r}: it must not contain '/'")
+        raise CniError(reasons.DELEGATE_NOT_FOUND, f"invalid plugin name {plugin!r}: it must not contain '/'")
     dirs = [d for d in search_path if d]
     if not dirs:
         raise CniError(
-            "DelegateNotFound", "no paths provided to find plugin binaries; set binDir or CNI_PATH"
+            reasons.DELEGATE_NOT_FOUND, "no paths provided to find plugin binaries; set binDir or CNI_PATH"
         )
     for directory in dirs:
         candidate = os.path.join(directory, plugin)
         if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return candidate
     raise CniError(
-        "DelegateNotFound",
+        reasons.DELEGATE_NOT_FOUND,
         f'failed to find plugin "{plugin}" in path [{" ".join(dirs)}]; install it there or fix binDir/CNI_PATH',
     )
 
@@ -45,18 +46,18 @@ def plugin_failure(plugin: str, returncode: int, stdout: bytes, stderr: bytes) -
             code = int(doc.get("code", 999))
         except (ValueError, KeyError, TypeError) as exc:
             return CniError(
-                "DelegateFailed",
+                reasons.DELEGATE_FAILED,
                 f"netplugin {plugin} failed but error parsing its diagnostic message {text[:500]!r}: {exc}",
             )
         details = str(doc.get("details") or "")
-        return CniError("DelegateFailed", f"{msg}; {details}" if details else msg, code, details)
+        return CniError(reasons.DELEGATE_FAILED, f"{msg}; {details}" if details else msg, code, details)
     err = stderr.decode(errors="replace").strip()
     if err:
         return CniError(
-            "DelegateFailed", f'netplugin {plugin} failed: "{err[:2000]}": exit status {returncode}'
+            reasons.DELEGATE_FAILED, f'netplugin {plugin} failed: "{err[:2000]}": exit status {returncode}'
         )
     return CniError(
-        "DelegateFailed", f"netplugin {plugin} failed with no error message: exit status {returncode}"
+        reasons.DELEGATE_FAILED, f"netplugin {plugin} failed with no error message: exit status {returncode}"
     )
 
 
@@ -68,7 +69,9 @@ def run_plugin(argv: Sequence[str], plugin: str, env: Mapping[str, str], stdin: 
             break
         except OSError as exc:
             if exc.errno != errno.ETXTBSY or attempt == _BUSY_RETRIES:
-                raise CniError("DelegateFailed", f"cannot execute {' '.join(argv)}: {exc.strerror}") from exc
+                raise CniError(
+                    reasons.DELEGATE_FAILED, f"cannot execute {' '.join(argv)}: {exc.strerror}"
+                ) from exc
             time.sleep(1)
     if proc.stderr:
         sys.stderr.buffer.write(proc.stderr)

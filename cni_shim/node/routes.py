@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Sequence
 
+from cni_shim import reasons
 from cni_shim.errors import CniError
 
 
@@ -24,13 +25,14 @@ class IpRoutes:
             out = _ip(netns, family, "route", "flush", "exact", default, "dev", ifname)
             if out.returncode != 0:
                 raise CniError(
-                    "DefaultRouteFailed", f"error deleting default gateway on {ifname}: {out.stderr.strip()}"
+                    reasons.DEFAULT_ROUTE_FAILED,
+                    f"error deleting default gateway on {ifname}: {out.stderr.strip()}",
                 )
         for gw in gateways:
             family = "-6" if ":" in gw else "-4"
             out = _ip(netns, family, "route", "add", "default", "via", gw, "dev", ifname)
             if out.returncode != 0 and "File exists" not in out.stderr:
                 raise CniError(
-                    "DefaultRouteFailed",
+                    reasons.DEFAULT_ROUTE_FAILED,
                     f"error setting default gateway {gw} on {ifname}: {out.stderr.strip()}",
                 )

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from cni_shim import handler, wiring
+from cni_shim import handler, reasons, wiring
 from cni_shim.core import cniargs, netconf
 from cni_shim.core.protocol import render_error
 from cni_shim.errors import DECODE_FAILURE, CniError
@@ -39,14 +39,16 @@ def decode_request(body: bytes) -> tuple[dict[str, str], bytes]:
         config = base64.b64decode(doc.get("config") or "", validate=True)
     except (ValueError, AttributeError, TypeError, binascii.Error) as exc:
         raise CniError(
-            "MalformedDaemonRequest", f"the shim's request is not valid: {exc}", DECODE_FAILURE
+            reasons.MALFORMED_DAEMON_REQUEST, f"the shim's request is not valid: {exc}", DECODE_FAILURE
         ) from exc
     if not isinstance(env, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in env.items()
     ):
-        raise CniError("MalformedDaemonRequest", "the shim's env must map strings to strings", DECODE_FAILURE)
+        raise CniError(
+            reasons.MALFORMED_DAEMON_REQUEST, "the shim's env must map strings to strings", DECODE_FAILURE
+        )
     if not env.get("CNI_COMMAND"):
-        raise CniError("MalformedDaemonRequest", "unexpected or missing CNI_COMMAND", DECODE_FAILURE)
+        raise CniError(reasons.MALFORMED_DAEMON_REQUEST, "unexpected or missing CNI_COMMAND", DECODE_FAILURE)
     return env, config
 
 
@@ -106,7 +108,7 @@ def _reason(error_json: str) -> str:
     try:
         msg = str(json.loads(error_json).get("msg", ""))
     except (ValueError, AttributeError):
-        return "InternalError"
+        return reasons.INTERNAL_ERROR
     head = msg.split(":", 1)[0]
     return head if head.isidentifier() else "Error"
 

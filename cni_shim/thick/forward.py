@@ -19,6 +19,7 @@ import binascii
 import os
 import time
 
+from cni_shim import reasons
 from cni_shim.errors import INTERNAL, TRY_AGAIN_LATER, CniError
 from cni_shim.thick import quickjson
 
@@ -85,14 +86,16 @@ def run(env: dict[str, str], stdin: bytes, where: Target) -> tuple[int, str, str
     except CniError as err:
         return 1, quickjson.dumps(err.to_json(where.cni_version), indent=4), ""
     except Exception as exc:  # the runtime must get CNI error JSON, never a traceback
-        internal = CniError("InternalError", f"cni-shim failed unexpectedly: {type(exc).__name__}: {exc}")
+        internal = CniError(
+            reasons.INTERNAL_ERROR, f"cni-shim failed unexpectedly: {type(exc).__name__}: {exc}"
+        )
         return 1, quickjson.dumps(internal.to_json(where.cni_version), indent=4), ""
     return 0, quickjson.dumps(result, indent=4) if result is not None else "", ""
 
 
 def _unavailable(where: Target, why: str) -> CniError:
     return CniError(
-        "DaemonUnavailable",
+        reasons.DAEMON_UNAVAILABLE,
         f"cni-shim-daemon is not serving {where.path}: {why}; check the cni-shim-daemon Pod on this node",
         TRY_AGAIN_LATER,
     )
@@ -170,7 +173,7 @@ def _post(where: Target, body: bytes) -> tuple[int, bytes]:
         raise
     except TimeoutError as exc:
         raise CniError(
-            "DaemonTimeout",
+            reasons.DAEMON_TIMEOUT,
             f"cni-shim-daemon did not answer within {where.request_timeout:g}s on {where.path}; "
             "the request may still complete there, the runtime will retry",
             TRY_AGAIN_LATER,
@@ -194,7 +197,7 @@ def _answer(status: int, payload: bytes) -> dict[str, object] | None:
         # Already the thin-mode error text and code; pass it on untouched.
         raise RemoteError(doc)
     raise CniError(
-        "DaemonProtocolError",
+        reasons.DAEMON_PROTOCOL_ERROR,
         f"cni-shim-daemon answered {status} with {payload[:500]!r}; check that the shim and daemon versions match",
         INTERNAL,
     )
@@ -206,7 +209,7 @@ class RemoteError(CniError):
     def __init__(self, doc: dict[str, object]) -> None:
         code = doc.get("code")
         super().__init__(
-            "DaemonReportedError",
+            reasons.DAEMON_REPORTED_ERROR,
             str(doc.get("msg")),
             code if isinstance(code, int) else INTERNAL,
             str(doc.get("details") or ""),
