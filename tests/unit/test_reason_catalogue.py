@@ -1,0 +1,249 @@
+"""Every stable reason is defined once, in a catalogue, and raised through its constant.
+
+The catalogues are sriov_contract.reasons (what the contract raises, and what both sides share),
+sriov_dra.reasons and cni_shim.reasons. The checks read the product modules' source (AST), so a
+new `raise ReasonedError("NewThing", ...)` fails here before it reaches an operator; docs/reasons.md
+is generated from the catalogues and the README names no reason they lack.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("sriov_dra", "cni_shim", "sriov_contract")
+CATALOGUES = ("sriov_contract/reasons.py", "sriov_dra/reasons.py", "cni_shim/reasons.py")
+CAMEL_CASE = re.compile(r"(?=.*[a-z])[A-Z][A-Za-z0-9]*")
+# Strings that equal a reason but are something else: the orphan scan's status of a shadow.
+NOT_A_REASON = {("sriov_dra/recovery/orphans.py", "Conflict"), ("sriov_dra/cli/inspect.py", "Conflict")}
+# CamelCase words the docs use that are not reasons (kinds, phases, field and function names).
+DOC_WORDS = {
+    "DeviceAttributes",
+    "ReleaseComplete",
+    "SriovResourcePolicy",
+    "ValidateInterfaceName",
+    "PodUID",
+    "NaN",
+}
+
+
+def _product_modules() -> Iterator[tuple[str, ast.Module]]:
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            if "/gen/" not in rel:
+                yield rel, ast.parse(path.read_text(), rel)
+
+
+def _catalogue(rel: str) -> dict[str, str]:
+    """NAME -> value of every reason constant the catalogue module assigns."""
+    found: dict[str, str] = {}
+    for node in ast.parse((ROOT / rel).read_text()).body:
+        target: ast.expr | None = node.target if isinstance(node, ast.AnnAssign) else None
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+        value = getattr(node, "value", None)
+        if not isinstance(target, ast.Name) or not isinstance(value, ast.Constant):
+            continue
+        if not isinstance(value.value, str) or target.id.startswith("_") or not target.id.isupper():
+            continue
+        assert target.id not in found, f"{rel}: {target.id} is assigned twice"
+        found[target.id] = value.value
+    return found
+
+
+CATALOGUE = {rel: _catalogue(rel) for rel in CATALOGUES}
+VALUES = {value for names in CATALOGUE.values() for value in names.values()}
+
+
+def _docstrings(tree: ast.Module) -> set[int]:
+    kinds = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    return {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, kinds) and node.body and isinstance(node.body[0], ast.Expr)
+    }
+
+
+def _callee(call: ast.Call) -> str:
+    func = call.func
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+
+
+def _first_param(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args if a.arg not in ("self", "cls")]
+    return params[0] if params else ""
+
+
+def reason_takers(trees: list[ast.Module], known: frozenset[str] = frozenset()) -> set[str]:
+    """What takes a reason first: ReasonedError, every class derived from it whose constructor
+    does (KubeApiError derives its own), and every function whose first parameter is `reason`
+    (the modules' `fail`/`_refuse` helpers)."""
+    derived = {"ReasonedError", *known}
+    takes = set(derived)
+    classes = [n for tree in trees for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+    grew = True
+    while grew:
+        grew = False
+        for cls in classes:
+            bases = {b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in cls.bases}
+            if cls.name in derived or not bases & derived:
+                continue
+            derived.add(cls.name)
+            grew = True
+            inits = [f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"]
+            if (_first_param(inits[0]) == "reason") if inits else bool(bases & takes):
+                takes.add(cls.name)
+    for tree in trees:
+        for fn in ast.walk(tree):
+            if (
+                isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef)
+                and fn.name != "__init__"
+                and _first_param(fn) == "reason"
+            ):
+                takes.add(fn.name)
+    return takes | {f"class {name}" for name in derived}
+
+
+def literal_reasons(tree: ast.Module, takers: set[str]) -> list[tuple[int, str]]:
+    """(line, source) of every reason argument that spells a string instead of naming a constant;
+    a subclass's `super().__init__(reason, ...)` counts as a raise of its base."""
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and _callee(n) in takers]
+    for cls in ast.walk(tree):
+        # ReasonedError's own super().__init__ is Exception's, which takes the finished text.
+        if isinstance(cls, ast.ClassDef) and f"class {cls.name}" in takers and cls.name != "ReasonedError":
+            calls += [n for n in ast.walk(cls) if isinstance(n, ast.Call) and _callee(n) == "__init__"]
+    found = []
+    for call in calls:
+        args = [*call.args[:1], *(k.value for k in call.keywords if k.arg == "reason")]
+        for arg in args:
+            if any(
+                isinstance(n, ast.JoinedStr) or (isinstance(n, ast.Constant) and isinstance(n.value, str))
+                for n in ast.walk(arg)
+            ):
+                found.append((call.lineno, ast.unparse(arg)))
+    return found
+
+
+def _load(rel: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(Path(rel).stem, ROOT / rel)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+MODULES = list(_product_modules())
+TAKERS = reason_takers([tree for _rel, tree in MODULES])
+
+
+def test_the_catalogues_define_each_reason_once_in_camel_case() -> None:
+    seen: dict[str, str] = {}
+    for rel, names in CATALOGUE.items():
+        assert names, rel
+        for name, value in names.items():
+            assert CAMEL_CASE.fullmatch(value), f"{rel}: {name} = {value!r} is not CamelCase"
+            assert value not in seen, f"{value} is defined in {seen[value]} and {rel}"
+            seen[value] = rel
+
+
+@pytest.mark.parametrize("rel", CATALOGUES)
+def test_every_reason_says_what_it_means_and_what_to_do(rel: str) -> None:
+    meanings = _load(rel).MEANINGS
+    assert set(meanings) == set(CATALOGUE[rel].values())
+    for reason, entry in meanings.items():
+        meaning, action = entry
+        for text in (meaning, action):
+            assert text.strip() and "\n" not in text, f"{rel}: {reason}: {text!r}"
+
+
+def test_no_reason_is_raised_as_a_string_literal() -> None:
+    assert {"CniError", "ContractError", "ApiError", "fail", "_refuse", "class KubeApiError"} <= TAKERS
+    literals = [
+        f"{rel}:{line}: {source}"
+        for rel, tree in MODULES
+        if rel not in CATALOGUES
+        for line, source in literal_reasons(tree, TAKERS)
+    ]
+    assert literals == [], "name the reason's constant from a catalogue instead:\n" + "\n".join(literals)
+
+
+def test_no_module_spells_a_catalogued_reason() -> None:
+    """Reasons chosen by a table or a conditional (not a raise) also name the constant."""
+    spelled = []
+    for rel, tree in MODULES:
+        if rel in CATALOGUES:
+            continue
+        docs = _docstrings(tree)
+        spelled += [
+            f"{rel}:{n.lineno}: {n.value!r}"
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Constant)
+            and n.value in VALUES
+            and id(n) not in docs
+            and (rel, n.value) not in NOT_A_REASON
+        ]
+    assert spelled == []
+
+
+def test_every_catalogued_reason_is_used() -> None:
+    used: set[str] = set()
+    for rel, tree in MODULES:
+        if rel in CATALOGUES:
+            continue
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Name):
+                used.add(n.id)
+            elif isinstance(n, ast.Attribute):
+                used.add(n.attr)
+            elif isinstance(n, ast.ImportFrom):
+                used.update(a.name for a in n.names)
+    unused = [f"{rel}: {name}" for rel, names in CATALOGUE.items() for name in names if name not in used]
+    assert unused == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'raise ReasonedError("NewThing", "message")',
+        'class NewError(ContractError):\n    pass\nraise NewError("NewThing", "message")',
+        'raise CniError(reason="NewThing", message="m", code=7)',
+        'raise errors.CniError(f"New{kind}", "message")',
+        'def _refuse(reason, claim, why):\n    pass\nraise _refuse("A" if x else "B", claim, "why")',
+    ],
+)
+def test_the_check_catches_a_new_literal_reason(source: str) -> None:
+    tree = ast.parse(source)
+    assert literal_reasons(tree, reason_takers([tree], frozenset(TAKERS)))
+
+
+def test_the_check_accepts_a_named_reason() -> None:
+    tree = ast.parse("raise CniError(reasons.DELEGATE_FAILED, f'netplugin {p} failed', 7)")
+    assert literal_reasons(tree, TAKERS) == []
+
+
+def test_docs_reasons_md_is_generated_from_the_catalogues() -> None:
+    generator = _load("scripts/gen_reasons.py")
+    assert (ROOT / "docs" / "reasons.md").read_text() == generator.render(), (
+        "docs/reasons.md is stale: run .venv/bin/python scripts/gen_reasons.py"
+    )
+
+
+@pytest.mark.parametrize(
+    "doc",
+    ["README.md", "fixtures/README.md", *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))],
+)
+def test_every_reason_the_docs_name_is_catalogued(doc: str) -> None:
+    """A backticked CamelCase word of two or more parts in the README or docs is a reason unless
+    DOC_WORDS says otherwise, and every such reason is in a catalogue."""
+    words = set(re.findall(r"`([A-Z][a-z][A-Za-z0-9]*[A-Z][A-Za-z0-9]*)`", (ROOT / doc).read_text()))
+    assert words - DOC_WORDS <= VALUES, (
+        f"{doc} names reasons no catalogue defines: {sorted(words - DOC_WORDS - VALUES)}"
+    )
