@@ -54,6 +54,7 @@ def main(output: str, cni_mode: str) -> None:
             result = e2e.run_pairs(stack)
             if not result.ok:
                 say(stack.logs())
+        result.after_stop = [e2e.stack_down_check(stack)]
     except ReasonedError as exc:
         say(f"demo: {exc.reason}: {exc.message}")
         sys.exit(1)
@@ -79,6 +80,8 @@ def report(result: e2e.Result) -> str:
     ]
     if result.after_teardown:
         lines += ["\nAfter the Pod was deleted:", e2e.render_checks(result.after_teardown)]
+    if result.after_stop:
+        lines += ["\nAfter the stack was stopped:", e2e.render_checks(result.after_stop)]
     timings = ", ".join(f"{k} {v}" for k, v in result.timings.items())
     lines += [f"\nTimings (s): {timings}", "\nRESULT: " + ("PASS" if result.ok else "FAIL")]
     return "\n".join(lines)

@@ -32,6 +32,7 @@ import netaddr
 import yaml
 from kubernetes import client, dynamic
 from kubernetes.client.exceptions import ApiException
+from pyroute2 import netns
 
 from cni_shim import launcher
 from sriov_contract import keys
@@ -72,6 +73,9 @@ POD_SUBNET = "10.241.0.0/24"
 BIN = Path(sys.executable).parent
 POD_START_TIMEOUT = 120.0
 CLEANUP_TIMEOUT = 90.0
+NETNS_SETTLE_TIMEOUT = 10.0  # the kernel destroys a removed netns, and the veths in it, asynchronously
+# Where cnitool's libcni caches each attachment's result (libcni's default; cnitool sets no other).
+LIBCNI_CACHE_DIR = Path("/var/lib/cni")
 
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
 
@@ -110,11 +114,12 @@ class Result:
     rows: list[Row] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
     after_teardown: list[Check] = field(default_factory=list)
+    after_stop: list[Check] = field(default_factory=list)  # after the whole stack went down
     timings: dict[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        return all(c.status != FAIL for c in [*self.checks, *self.after_teardown])
+        return all(c.status != FAIL for c in [*self.checks, *self.after_teardown, *self.after_stop])
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "ok": self.ok}
@@ -308,6 +313,8 @@ class Stack:
         self.kubelet: SimulatedKubelet | None = None
         self.plugin: FakeKubelet | None = None
         self.timings: dict[str, float] = {}
+        # What down() found this run's sandboxes left on the node (and then removed).
+        self.left_behind: list[str] = []
 
     # paths
     @property
@@ -498,15 +505,38 @@ class Stack:
         self.kubelet.start()
 
     def down(self) -> None:
+        """Stop everything, dependents first; every step runs even when an earlier one failed, so a
+        failed run leaves no process, netns, veth or directory behind either."""
+        with contextlib.ExitStack() as steps:
+            for step in reversed(
+                (
+                    self._stop_kubelet,
+                    self._stop_processes,
+                    self._revoke_token,
+                    self._delete_slices,
+                    self._sweep_sandboxes,
+                    self._remove_node,
+                    lambda: shutil.rmtree(self.run, ignore_errors=True),
+                )
+            ):
+                steps.callback(step)
+
+    def _stop_kubelet(self) -> None:
         if self.kubelet is not None:
             self.kubelet.stop()
         if self.plugin is not None:
             self.plugin.close()
+
+    def _stop_processes(self) -> None:
         for proc in (self.daemon, self.driver):
             if proc is not None:
                 proc.stop()
+
+    def _revoke_token(self) -> None:
         if self.driver_token is not None:
             self.driver_token.revoke(self.bed)
+
+    def _delete_slices(self) -> None:
         # Slices outlive the driver (the Node owns them); leave the node as we found it.
         for item in self.list_objects(
             "resource.k8s.io", "v1", "resourceslices", field_selector=f"spec.nodeName={self.bed.node_name}"
@@ -515,9 +545,24 @@ class Stack:
                 self.objects.delete_cluster_custom_object(
                     "resource.k8s.io", "v1", "resourceslices", item["metadata"]["name"]
                 )
+
+    def _sweep_sandboxes(self) -> None:
+        """Record what this run's sandboxes left (the stack's last check reads it), then remove it."""
+        found = self.sandbox_leftovers()
+        self.left_behind += found
+        if not found or self.kubelet is None:
+            return
+        created, links, _ = self.kubelet.made()
+        for sandbox in created:
+            subprocess.run(["ip", "netns", "del", sandbox.netns], check=False, capture_output=True)
+        for name in links:
+            subprocess.run(["ip", "link", "del", name], check=False, capture_output=True)
+        for path in self.cni_cache_files():
+            Path(path).unlink(missing_ok=True)
+
+    def _remove_node(self) -> None:
         if self.node is not None:
             self.node.down()
-        shutil.rmtree(self.run, ignore_errors=True)
 
     def logs(self) -> str:
         parts = []
@@ -724,6 +769,61 @@ class Stack:
             return {}
         claims: dict[str, Any] = json.loads(self.checkpoint.read_text())["data"]["claims"]
         return claims
+
+    # -- what this run's sandboxes left behind ------------------------------------------------------
+
+    def sandbox_netns(self) -> list[str]:
+        """Network namespaces the kubelet made that still exist, and sandboxes it still holds."""
+        if self.kubelet is None:
+            return []
+        created, _, held = self.kubelet.made()
+        present = set(netns.listnetns())
+        return [
+            f"netns {sb.netns} (Pod {sb.namespace}/{sb.pod}"
+            + (", still held by the kubelet)" if sb.netns in held else ")")
+            for sb in created
+            if sb.netns in present or sb.netns in held
+        ]
+
+    def sandbox_host_links(self) -> list[str]:
+        """Host ends (ptp's veth) that this run's CNI ADDs reported and that still exist."""
+        if self.kubelet is None:
+            return []
+        _, links, _ = self.kubelet.made()
+        return [f"host link {name}" for name in sorted(links) if host_link(name) is not None]
+
+    def host_local_leases(self) -> list[str]:
+        """Cluster-network addresses host-local still holds: one file per leased IP in its dataDir."""
+        data_dir = self.run / "host-local"
+        if not data_dir.is_dir():
+            return []
+        leases = [
+            p
+            for p in sorted(data_dir.rglob("*"))
+            if p.is_file() and p.name != "lock" and not p.name.startswith("last_reserved_ip")
+        ]
+        return [f"host-local lease {p.name} ({' '.join(p.read_text().split()[:1])})" for p in leases]
+
+    def cni_cache_files(self) -> list[str]:
+        """Cache files naming a container ID of this run: cni-shim's delegate cache and libcni's."""
+        if self.kubelet is None:
+            return []
+        ids = {sb.container_id for sb in self.kubelet.made()[0]}
+        found = []
+        for root in (self.run / "shim-cache", LIBCNI_CACHE_DIR):
+            if root.is_dir():
+                found += [
+                    str(p) for p in root.rglob("*") if p.is_file() and any(cid in p.name for cid in ids)
+                ]
+        return sorted(found)
+
+    def sandbox_leftovers(self) -> list[str]:
+        return [
+            *self.sandbox_netns(),
+            *self.sandbox_host_links(),
+            *self.host_local_leases(),
+            *self.cni_cache_files(),
+        ]
 
 
 # -- observing a running Pod ------------------------------------------------------------------------
@@ -1059,9 +1159,9 @@ def network_names(workload: Workload) -> list[str]:
 def teardown_checks(stack: Stack, workload: Workload, pod_refs: Sequence[str]) -> list[Check]:
     checks = []
 
-    def poll(what: str, probe: Callable[[], list[str]]) -> list[str]:
+    def poll(what: str, probe: Callable[[], list[str]], timeout: float = CLEANUP_TIMEOUT) -> list[str]:
         with contextlib.suppress(WaitTimeout):
-            wait_for(lambda: not probe(), CLEANUP_TIMEOUT, what=what, interval=0.25)
+            wait_for(lambda: not probe(), timeout, what=what, interval=0.25)
         return probe()
 
     left = poll("shadows gone", lambda: [s["metadata"]["name"] for s in stack.shadows(workload.namespace)])
@@ -1077,7 +1177,35 @@ def teardown_checks(stack: Stack, workload: Workload, pod_refs: Sequence[str]) -
     )
     claims = sorted(stack.checkpoint_claims())
     checks.append(check("the driver's checkpoint is empty", not claims, ", ".join(claims)))
+    # The kubelet finished every teardown before it deleted the Pod, and stop_pod saw the Pod gone.
+    sandboxes = stack.sandbox_netns()
+    checks.append(
+        check("no Pod sandbox (network namespace) of this run is left", not sandboxes, ", ".join(sandboxes))
+    )
+    leases = stack.host_local_leases()
+    checks.append(
+        check("the cluster network (ptp, host-local) holds no lease", not leases, ", ".join(leases))
+    )
+    # A netns removed without DEL takes its veth pair with it, but the kernel does so asynchronously.
+    links = poll("host veths of the sandboxes gone", stack.sandbox_host_links, NETNS_SETTLE_TIMEOUT)
+    checks.append(check("no host veth of this run's sandboxes is left", not links, ", ".join(links)))
+    cache = stack.cni_cache_files()
+    checks.append(
+        check(
+            "no CNI cache file (cni-shim's, libcni's) of this run's containers is left",
+            not cache,
+            ", ".join(cache),
+        )
+    )
     return checks
+
+
+STACK_DOWN_CHECK = "the stopped stack left no sandbox, veth, lease or CNI cache file of this run"
+
+
+def stack_down_check(stack: Stack) -> Check:
+    """After Stack.down(): what it found (and removed) of this run's sandboxes."""
+    return check(STACK_DOWN_CHECK, not stack.left_behind, "; ".join(stack.left_behind))
 
 
 class Stacks:
@@ -1100,8 +1228,10 @@ class Stacks:
 
     def close(self) -> None:
         if self.current is not None:
-            self.current.down()
-            self.current = None
+            stack, self.current = self.current, None
+            stack.down()
+            if stack.left_behind:
+                raise ReasonedError("SandboxesLeftBehind", "; ".join(stack.left_behind))
 
 
 # -- scenarios ---------------------------------------------------------------------------------------

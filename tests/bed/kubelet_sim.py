@@ -172,6 +172,11 @@ def pod_ips(result: Mapping[str, Any]) -> list[str]:
     return [ip["address"].split("/")[0] for ip in result.get("ips") or []]
 
 
+def host_interfaces(result: Mapping[str, Any]) -> list[str]:
+    """Interfaces a CNI result reports outside any sandbox: host ends such as ptp's veth."""
+    return [str(i["name"]) for i in result.get("interfaces") or [] if i.get("name") and not i.get("sandbox")]
+
+
 # -- the kubelet ----------------------------------------------------------------------------------
 
 
@@ -200,6 +205,10 @@ class SimulatedKubelet:
         self.pods: dict[str, PodRecord] = {}
         self.errors: dict[str, str] = {}
         self.log: list[str] = []
+        # Every sandbox this kubelet made and the host-side links their ADDs reported: what a leak
+        # check looks for after teardown, whatever happened to the records meanwhile.
+        self.created: list[Sandbox] = []
+        self.host_links: set[str] = set()
         # NodePrepareResources calls made, so tests can prove an operation made none.
         self.prepare_calls = 0
         self._lock = threading.RLock()
@@ -209,6 +218,12 @@ class SimulatedKubelet:
     def record(self, pod_uid: str) -> PodRecord | None:
         with self._lock:
             return self.pods.get(pod_uid)
+
+    def made(self) -> tuple[list[Sandbox], set[str], set[str]]:
+        """Every sandbox made so far, the host links their ADDs reported, and the netns still held."""
+        with self._lock:
+            held = {record.sandbox.netns for record in self.pods.values()}
+            return list(self.created), set(self.host_links), held
 
     # -- loop ---------------------------------------------------------------------------------
 
@@ -321,11 +336,14 @@ class SimulatedKubelet:
     def _new_sandbox(self, meta: Mapping[str, Any]) -> Sandbox:
         sandbox = Sandbox(meta["namespace"], meta["name"], meta["uid"], f"ks-{secrets.token_hex(5)}")
         subprocess.run(["ip", "netns", "add", sandbox.netns], check=True, capture_output=True)
+        self.created.append(sandbox)
         return sandbox
 
     def _add(self, sandbox: Sandbox) -> dict[str, Any]:
         try:
-            return self.network.add(sandbox)
+            result = self.network.add(sandbox)
+            self.host_links.update(host_interfaces(result))
+            return result
         except ReasonedError:
             # The runtime tears a half-made sandbox down before the next attempt.
             with contextlib.suppress(ReasonedError):

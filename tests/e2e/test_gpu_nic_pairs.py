@@ -28,7 +28,7 @@ def explain(stack: e2e.Stack, result: e2e.Result) -> str:
     return (
         e2e.render_table(result.rows)
         + "\n"
-        + e2e.render_checks([*result.checks, *result.after_teardown])
+        + e2e.render_checks([*result.checks, *result.after_teardown, *result.after_stop])
         + "\n"
         + stack.logs()
     )
@@ -43,7 +43,7 @@ def assert_all_pass(stack: e2e.Stack, result: e2e.Result, checks: int) -> None:
 
 def test_two_gpu_nic_pairs_thick(thick_stack) -> None:
     result = e2e.run_pairs(thick_stack)
-    assert_all_pass(thick_stack, result, checks=15)
+    assert_all_pass(thick_stack, result, checks=19)
     rows = {r.request: r for r in result.rows}
     assert set(rows) == {"nic-0", "nic-1"}
     assert {r.interface for r in rows.values()} == {"dra0", "dra1"}
@@ -55,7 +55,7 @@ def test_two_gpu_nic_pairs_thick(thick_stack) -> None:
 
 def test_one_nad_deviceclass_pattern(thick_stack) -> None:
     result = e2e.run_one_network(thick_stack)
-    assert_all_pass(thick_stack, result, checks=14)
+    assert_all_pass(thick_stack, result, checks=18)
     (row,) = result.rows
     assert (row.request, row.interface, row.rail, row.source_nad, row.gpu) == (
         "vf",
@@ -150,8 +150,10 @@ def test_make_demo_entry_point_in_thin_mode_reports_json_and_exit_status(tool_di
     )
     assert out.returncode == 0, out.stdout + out.stderr[-6000:]
     report = json.loads(out.stdout)
-    checks = [*report["checks"], *report["after_teardown"]]
+    checks = [*report["checks"], *report["after_teardown"], *report["after_stop"]]
     assert report["ok"] and report["cni_mode"] == "thin", out.stdout
     assert [c["name"] for c in checks if c["status"] == e2e.SKIP] == [e2e.CNI_MODE_CHECK]
     assert [c for c in checks if c["status"] not in (e2e.PASS, e2e.SKIP)] == []
+    # the demo checked what its stopped stack left, and found nothing
+    assert [c["name"] for c in report["after_stop"]] == [e2e.STACK_DOWN_CHECK], out.stdout
     assert {r["interface"] for r in report["rows"]} == {"dra0", "dra1"}
