@@ -2,7 +2,9 @@
 
 The API server honours the `associated-node:` verbs (the driver's ResourceClaim status.devices
 writes, KEP-4817) only for such a token: the bed's client-certificate identities carry no node.
-There is no kubelet to run the Pod; the Pod object only anchors the token to the node.
+The Pod object only anchors the token to the node. It is host-network like the driver's DaemonSet
+Pod (deploy/driver-daemonset.yaml), so a simulated kubelet on the node that starts it makes no
+sandbox network for it, and deleting it after that kubelet stopped leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ def node_bound_kubeconfig(bed: TestBed, namespace: str, service_account: str, pa
                 "metadata": {"name": name},
                 "spec": {
                     "nodeName": bed.node_name,
+                    "hostNetwork": True,
                     "serviceAccountName": service_account,
                     "automountServiceAccountToken": False,
                     "containers": [{"name": "c", "image": "registry.invalid/none:0"}],

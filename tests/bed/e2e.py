@@ -524,6 +524,8 @@ class Stack:
     def _stop_kubelet(self) -> None:
         if self.kubelet is not None:
             self.kubelet.stop()
+            # Before the CNI daemon and the driver stop: a sandbox still up needs both to go.
+            self.left_behind += self.kubelet.release_all()
         if self.plugin is not None:
             self.plugin.close()
 

@@ -4,12 +4,16 @@ For every Pod bound to its node it does what kubelet and the container runtime d
 sandbox, in their order: NodePrepareResources for each claim result of a driver whose plugin is
 registered (other drivers' results count as prepared by their own plugins), a fresh network
 namespace, CNI ADD through cnitool (libcni) with the CNI_ARGS containerd passes, then the Pod's
-status goes Running with its podIP. When the Pod gets a deletionTimestamp: CNI DEL, then
-NodeUnprepareResources, then the namespace is removed and the Pod deleted with grace period 0,
-as kubelet's status manager does once the Pod has terminated.
+status goes Running with its podIP. A host-network Pod gets no sandbox network: no namespace, no
+CNI. When the Pod gets a deletionTimestamp: CNI DEL and the namespace removed (the runtime's
+StopPodSandbox), then NodeUnprepareResources, then the Pod deleted with grace period 0, as
+kubelet's status manager does once the Pod has terminated.
 
 No containers run; there is nothing to pull or start. Failures are kept per Pod (``errors``) and
-retried on the next resync, like kubelet's pod workers.
+retried on the next resync, like kubelet's pod workers. A Pod that left the API while this kubelet
+still held something for it (a force delete, a failed teardown) is torn down on every resync until
+that succeeds, like kubelet's housekeeping; :meth:`SimulatedKubelet.release_all` does what a node
+going away does to whatever is left.
 """
 
 from __future__ import annotations
@@ -185,6 +189,7 @@ class PodRecord:
     sandbox: Sandbox
     claims: dict[str, list[ClaimRef]]  # driver -> claims prepared through its plugin
     result: dict[str, Any]
+    stopped: bool = False  # CNI DEL done and the netns removed; only the unprepare is left
 
 
 class SimulatedKubelet:
@@ -203,6 +208,7 @@ class SimulatedKubelet:
         self.plugins = dict(plugins)
         self.network = network
         self.pods: dict[str, PodRecord] = {}
+        self.host_pods: dict[str, dict[str, list[ClaimRef]]] = {}  # host-network Pods: claims only
         self.errors: dict[str, str] = {}
         self.log: list[str] = []
         # Every sandbox this kubelet made and the host-side links their ADDs reported: what a leak
@@ -263,9 +269,18 @@ class SimulatedKubelet:
 
     def sync_all(self) -> str:
         listed = self.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={self.node_name}")
-        for pod in listed.items:
-            self.sync(self.core.api_client.sanitize_for_serialization(pod))
+        pods = [self.core.api_client.sanitize_for_serialization(pod) for pod in listed.items]
+        for pod in pods:
+            self.sync(pod)
+        self._housekeeping({pod["metadata"]["uid"] for pod in pods})
         return str(listed.metadata.resource_version if listed.metadata else "")
+
+    def _housekeeping(self, listed: set[str]) -> None:
+        """Tear down what is held for Pods the API no longer has: a DELETED event this kubelet
+        missed or whose teardown failed would otherwise leave the sandbox for good."""
+        with self._lock:
+            for uid in (set(self.pods) | set(self.host_pods)) - listed:
+                self._release_gone(uid)
 
     def sync(self, pod: dict[str, Any]) -> None:
         uid = pod["metadata"]["uid"]
@@ -276,9 +291,9 @@ class SimulatedKubelet:
                     self._terminate(pod)
                 elif not pending:
                     return
-                elif uid in self.pods:
+                elif uid in self.pods or uid in self.host_pods:
                     # started, but the status write failed: only that is retried
-                    self._mark_running(pod, self.pods[uid].result)
+                    self._mark_running(pod, self.pods[uid].result if uid in self.pods else {})
                 else:
                     self._start(pod)
                 self.errors.pop(uid, None)
@@ -291,12 +306,29 @@ class SimulatedKubelet:
         log.info("kubelet-sim: %s", message)
 
     def _forget(self, pod: Mapping[str, Any]) -> None:
+        # Deleted behind kubelet's back (force delete): tear down what it still holds.
         with self._lock:
-            record = self.pods.pop(pod["metadata"]["uid"], None)
-            if record is not None:
-                # Deleted behind kubelet's back (force delete): tear down what it still holds.
-                with contextlib.suppress(ReasonedError, OSError, subprocess.SubprocessError):
-                    self._teardown(record)
+            self._release_gone(pod["metadata"]["uid"])
+
+    def _release_gone(self, uid: str) -> None:
+        try:
+            self._release(uid)
+        except (ReasonedError, OSError, subprocess.SubprocessError) as exc:
+            # Kept, so the next resync's housekeeping retries it.
+            self._note(uid, f"teardown of deleted Pod {uid}: {exc}")
+        else:
+            self.errors.pop(uid, None)
+
+    def _release(self, uid: str) -> None:
+        """Tear down what this kubelet holds for a Pod; what fails stays held for a retry."""
+        record = self.pods.get(uid)
+        if record is not None:
+            self._teardown(record)
+            del self.pods[uid]
+        claims = self.host_pods.get(uid)
+        if claims is not None:
+            self._unprepare(claims)
+            del self.host_pods[uid]
 
     # -- start ----------------------------------------------------------------------------------
 
@@ -328,6 +360,11 @@ class SimulatedKubelet:
         meta = pod["metadata"]
         claims = self._claims_by_driver(pod)
         self._prepare(claims)
+        if (pod.get("spec") or {}).get("hostNetwork"):
+            # The Pod shares the node's network namespace: the runtime makes no netns, calls no CNI.
+            self.host_pods[meta["uid"]] = claims
+            self._mark_running(pod, {})
+            return
         sandbox = self._new_sandbox(meta)
         result = self._add(sandbox)
         self.pods[meta["uid"]] = PodRecord(sandbox, claims, result)
@@ -344,11 +381,14 @@ class SimulatedKubelet:
             result = self.network.add(sandbox)
             self.host_links.update(host_interfaces(result))
             return result
-        except ReasonedError:
-            # The runtime tears a half-made sandbox down before the next attempt.
-            with contextlib.suppress(ReasonedError):
+        except BaseException:
+            # The runtime tears a half-made sandbox down before the next attempt, however ADD
+            # failed (a timeout, unreadable output): the next attempt makes a new one.
+            with contextlib.suppress(ReasonedError, OSError, subprocess.SubprocessError):
                 self.network.delete(sandbox)
-            _remove_netns(sandbox)
+            # A failed removal must not hide why ADD failed; the teardown checks name the netns.
+            with contextlib.suppress(ReasonedError):
+                _remove_netns(sandbox)
             raise
 
     def _mark_running(self, pod: Mapping[str, Any], result: Mapping[str, Any]) -> None:
@@ -386,20 +426,51 @@ class SimulatedKubelet:
     # -- termination ----------------------------------------------------------------------------
 
     def _teardown(self, record: PodRecord) -> None:
-        self.network.delete(record.sandbox)
-        for driver, refs in record.claims.items():
+        # StopPodSandbox (CNI DEL, then the netns goes) comes before kubelet unprepares the claims,
+        # so a failed unprepare keeps only the claims for the retry, not the sandbox.
+        if not record.stopped:
+            self.network.delete(record.sandbox)
+            _remove_netns(record.sandbox)
+            record.stopped = True
+        self._unprepare(record.claims)
+
+    def _unprepare(self, claims: Mapping[str, list[ClaimRef]]) -> None:
+        for driver, refs in claims.items():
             answers = self.plugins[driver].unprepare(refs)
             failed = {uid: a.error for uid, a in answers.items() if a.error}
             if failed:
                 raise KubeletError("UnprepareFailed", f"NodeUnprepareResources via {driver}: {failed}")
-        _remove_netns(record.sandbox)
+
+    def release_all(self) -> list[str]:
+        """What the node going away does to every sandbox still held; call after :meth:`stop`.
+
+        The netns goes even when CNI DEL fails, as nothing would retry it. Returns one line per Pod
+        that still had a sandbox (and why its teardown failed, if it did): each is a Pod that was
+        running, or a teardown left undone, when the node stopped.
+        """
+        held = []
+        with self._lock:
+            for uid, record in list(self.pods.items()):
+                line = f"{_pod_key(record.sandbox)} still had sandbox {record.sandbox.netns}"
+                try:
+                    self._teardown(record)
+                except (ReasonedError, OSError, subprocess.SubprocessError) as exc:
+                    line += f"; its teardown failed: {exc}"
+                    with contextlib.suppress(ReasonedError):
+                        _remove_netns(record.sandbox)
+                held.append(line)
+                del self.pods[uid]
+            for uid, claims in list(self.host_pods.items()):
+                try:
+                    self._unprepare(claims)
+                except (ReasonedError, OSError, subprocess.SubprocessError) as exc:
+                    held.append(f"host-network Pod {uid}: unprepare failed: {exc}")
+                del self.host_pods[uid]
+        return held
 
     def _terminate(self, pod: Mapping[str, Any]) -> None:
         meta = pod["metadata"]
-        record = self.pods.get(meta["uid"])
-        if record is not None:
-            self._teardown(record)
-            del self.pods[meta["uid"]]
+        self._release(meta["uid"])
         options = client.V1DeleteOptions(
             grace_period_seconds=0, preconditions=client.V1Preconditions(uid=meta["uid"])
         )
@@ -411,4 +482,7 @@ class SimulatedKubelet:
 
 
 def _remove_netns(sandbox: Sandbox) -> None:
-    subprocess.run(["ip", "netns", "del", sandbox.netns], check=False, capture_output=True)
+    out = subprocess.run(["ip", "netns", "del", sandbox.netns], check=False, capture_output=True, text=True)
+    # Already gone is done; still there is a teardown to retry, not one to forget.
+    if out.returncode != 0 and Path(sandbox.netns_path).exists():
+        raise KubeletError("NetnsNotRemoved", f"ip netns del {sandbox.netns}: {_tail(out)}")

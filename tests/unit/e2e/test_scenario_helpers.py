@@ -178,18 +178,23 @@ def test_result_is_ok_unless_something_failed_and_renders_one_line_per_row() -> 
 
 
 class _Steps:
-    """A DRA plugin and a sandbox network that only record what kubelet asked, in order."""
+    """A DRA plugin and a sandbox network that only record what kubelet asked, in order; the
+    first ``del_failures`` DELs and ``unprepare_failures`` unprepares fail."""
 
-    def __init__(self) -> None:
+    def __init__(self, del_failures: int = 0, unprepare_failures: int = 0) -> None:
         self.steps: list[str] = []
+        self.del_failures = del_failures
+        self.unprepare_failures = unprepare_failures
 
     def prepare(self, claims):
         self.steps.append("prepare")
-        return {}
+        return {uid: type("Answer", (), {"error": ""})() for _, _, uid in claims}
 
     def unprepare(self, claims):
         self.steps.append("unprepare " + ",".join(uid for _, _, uid in claims))
-        return {uid: type("Answer", (), {"error": ""})() for _, _, uid in claims}
+        error = "busy" if self.unprepare_failures > 0 else ""
+        self.unprepare_failures -= 1
+        return {uid: type("Answer", (), {"error": error})() for _, _, uid in claims}
 
     def add(self, sandbox):
         self.steps.append("ADD")
@@ -197,11 +202,100 @@ class _Steps:
 
     def delete(self, sandbox):
         self.steps.append("DEL " + sandbox.netns)
+        if self.del_failures > 0:
+            self.del_failures -= 1
+            raise KubeletError("CniDelFailed", f"CNI DEL for {sandbox.pod}: delegate failed")
+
+
+class _Core:
+    """The two Pod calls kubelet makes around a start and a termination, recorded."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def patch_namespaced_pod_status(self, name, namespace, body):
+        self.calls.append(f"status {name} {body['status']['phase']}")
+
+    def delete_namespaced_pod(self, name, namespace, body):
+        self.calls.append(f"delete {name}")
+
+
+def _kubelet(steps: _Steps) -> SimulatedKubelet:
+    kubelet = SimulatedKubelet(client.ApiClient(), "node", {e2e.DRIVER: steps}, steps)
+    kubelet.core = _Core()  # type: ignore[assignment]
+    return kubelet
+
+
+def _record(uid: str = "u1") -> PodRecord:
+    # A netns that does not exist: its removal is "already gone", which is done.
+    return PodRecord(Sandbox("ns", "p", uid, "ks-none"), {e2e.DRIVER: [("ns", "c", "cu1")]}, {})
 
 
 def test_teardown_runs_cni_del_before_unprepare_like_kubelet() -> None:
     steps = _Steps()
-    kubelet = SimulatedKubelet(client.ApiClient(), "node", {e2e.DRIVER: steps}, steps)
-    record = PodRecord(Sandbox("ns", "p", "u1", "ks-none"), {e2e.DRIVER: [("ns", "c", "cu1")]}, {})
+    kubelet = _kubelet(steps)
+    record = _record()
     kubelet._teardown(record)
     assert steps.steps == ["DEL ks-none", "unprepare cu1"]
+
+
+def test_a_failed_teardown_of_a_force_deleted_pod_is_kept_and_retried_by_housekeeping() -> None:
+    steps = _Steps(del_failures=1)
+    kubelet = _kubelet(steps)
+    kubelet.pods["u1"] = _record()
+    kubelet._forget({"metadata": {"uid": "u1"}})
+    assert "u1" in kubelet.pods and "delegate failed" in kubelet.errors["u1"]
+    kubelet._housekeeping(listed={"other-pod"})
+    assert kubelet.pods == {} and "u1" not in kubelet.errors
+    assert steps.steps == ["DEL ks-none", "DEL ks-none", "unprepare cu1"]
+
+
+def test_housekeeping_leaves_the_sandboxes_of_listed_pods_alone() -> None:
+    steps = _Steps()
+    kubelet = _kubelet(steps)
+    kubelet.pods["u1"] = _record()
+    kubelet._housekeeping(listed={"u1"})
+    assert set(kubelet.pods) == {"u1"} and steps.steps == []
+
+
+def test_a_failed_unprepare_is_retried_without_a_second_del() -> None:
+    steps = _Steps(unprepare_failures=1)
+    kubelet = _kubelet(steps)
+    kubelet.pods["u1"] = _record()
+    with pytest.raises(KubeletError, match="busy"):
+        kubelet._release("u1")
+    assert kubelet.pods["u1"].stopped
+    kubelet._release("u1")
+    assert kubelet.pods == {}
+    assert steps.steps == ["DEL ks-none", "unprepare cu1", "unprepare cu1"]
+
+
+def test_release_all_tears_down_what_is_left_and_names_each_pod() -> None:
+    steps = _Steps(del_failures=1)
+    kubelet = _kubelet(steps)
+    kubelet.pods["u1"] = _record("u1")
+    kubelet.pods["u2"] = PodRecord(Sandbox("ns", "q", "u2", "ks-none2"), {}, {})
+    held = kubelet.release_all()
+    assert kubelet.pods == {}
+    assert held[0].startswith("Pod ns/p still had sandbox ks-none; its teardown failed")
+    assert held[1] == "Pod ns/q still had sandbox ks-none2"
+    assert steps.steps == ["DEL ks-none", "DEL ks-none2"]
+
+
+def test_a_host_network_pod_gets_no_netns_and_no_cni_but_its_claims_are_unprepared() -> None:
+    steps = _Steps()
+    kubelet = _kubelet(steps)
+    kubelet._claims_by_driver = lambda pod: {e2e.DRIVER: [("ns", "c", "cu1")]}  # type: ignore[method-assign]
+    pod: dict[str, Any] = {
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u1"},
+        "spec": {"hostNetwork": True},
+        "status": {"phase": "Pending"},
+    }
+    kubelet.sync(pod)
+    assert kubelet.errors == {} and kubelet.created == [] and kubelet.pods == {}
+    assert steps.steps == ["prepare"]
+    pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    kubelet.sync(pod)
+    assert kubelet.errors == {} and kubelet.host_pods == {}
+    assert steps.steps == ["prepare", "unprepare cu1"]
+    assert kubelet.core.calls == ["status p Running", "delete p"]  # type: ignore[attr-defined]
