@@ -42,7 +42,7 @@ from tests.bed.apiobjects import as_object, items_of
 from tests.bed.bed import TestBed
 from tests.bed.bound_token import BoundToken, node_bound_kubeconfig
 from tests.bed.fakenode import FakeNode
-from tests.bed.kubelet_sim import Cnitool, PodRecord, SimulatedKubelet
+from tests.bed.kubelet_sim import Cnitool, PodRecord, Sandbox, SimulatedKubelet
 from tests.bed.sriov_topology import VfRecord
 from tests.bed.tools import ToolSet
 from tests.bed.waiting import WaitTimeout, wait_for
@@ -410,7 +410,7 @@ class Stack:
                 {
                     "cniVersion": "1.0.0",
                     "name": "podnet",
-                    "plugins": [ptp_host_local(POD_SUBNET, self.run / "host-local")],
+                    "plugins": [ptp_host_local(POD_SUBNET, self.host_local_dir)],
                 },
                 indent=2,
             )
@@ -794,14 +794,24 @@ class Stack:
         _, links, _ = self.kubelet.made()
         return [f"host link {name}" for name in sorted(links) if host_link(name) is not None]
 
+    @property
+    def host_local_dir(self) -> Path:
+        return self.run / "host-local"
+
+    def sandboxes_made(self) -> tuple[list[Sandbox], set[str]]:
+        """Every sandbox this run's kubelet made, and the host links their ADDs reported."""
+        if self.kubelet is None:
+            return [], set()
+        created, links, _ = self.kubelet.made()
+        return created, links
+
     def host_local_leases(self) -> list[str]:
         """Cluster-network addresses host-local still holds: one file per leased IP in its dataDir."""
-        data_dir = self.run / "host-local"
-        if not data_dir.is_dir():
+        if not self.host_local_dir.is_dir():
             return []
         leases = [
             p
-            for p in sorted(data_dir.rglob("*"))
+            for p in sorted(self.host_local_dir.rglob("*"))
             if p.is_file() and p.name != "lock" and not p.name.startswith("last_reserved_ip")
         ]
         return [f"host-local lease {p.name} ({' '.join(p.read_text().split()[:1])})" for p in leases]
@@ -1180,23 +1190,39 @@ def teardown_checks(stack: Stack, workload: Workload, pod_refs: Sequence[str]) -
     claims = sorted(stack.checkpoint_claims())
     checks.append(check("the driver's checkpoint is empty", not claims, ", ".join(claims)))
     # The kubelet finished every teardown before it deleted the Pod, and stop_pod saw the Pod gone.
+    # Each check also needs something to have been made: a check of nothing would pass blind.
+    made, host_ends = stack.sandboxes_made()
     sandboxes = stack.sandbox_netns()
     checks.append(
-        check("no Pod sandbox (network namespace) of this run is left", not sandboxes, ", ".join(sandboxes))
+        check(
+            "no Pod sandbox (network namespace) of this run is left",
+            not sandboxes and bool(made),
+            ", ".join(sandboxes) or f"{len(made)} sandbox(es) made by this run, all removed",
+        )
     )
     leases = stack.host_local_leases()
     checks.append(
-        check("the cluster network (ptp, host-local) holds no lease", not leases, ", ".join(leases))
+        check(
+            "the cluster network (ptp, host-local) holds no lease",
+            not leases and stack.host_local_dir.is_dir(),
+            ", ".join(leases) or f"{stack.host_local_dir} holds no lease",
+        )
     )
     # A netns removed without DEL takes its veth pair with it, but the kernel does so asynchronously.
     links = poll("host veths of the sandboxes gone", stack.sandbox_host_links, NETNS_SETTLE_TIMEOUT)
-    checks.append(check("no host veth of this run's sandboxes is left", not links, ", ".join(links)))
+    checks.append(
+        check(
+            "no host veth of this run's sandboxes is left",
+            not links and bool(host_ends),
+            ", ".join(links) or f"{len(host_ends)} host veth(s) reported by CNI ADD, all gone",
+        )
+    )
     cache = stack.cni_cache_files()
     checks.append(
         check(
             "no CNI cache file (cni-shim's, libcni's) of this run's containers is left",
-            not cache,
-            ", ".join(cache),
+            not cache and bool(made),
+            ", ".join(cache) or f"none under {stack.run / 'shim-cache'} or {LIBCNI_CACHE_DIR}",
         )
     )
     return checks
