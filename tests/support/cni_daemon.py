@@ -193,8 +193,10 @@ def cni_daemon(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Calla
         return daemon.start()
 
     yield start
-    for daemon in started:
-        daemon.cleanup()
+    # Each daemon is reaped even when reaping another one failed.
+    with contextlib.ExitStack() as reap:
+        for daemon in started:
+            reap.callback(daemon.cleanup)
 
 
 def shim_bin_dir(out: Path, plugins: Path, *shim_names: str, recorder_as_sriov: bool = True) -> Path:

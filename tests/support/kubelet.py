@@ -8,6 +8,7 @@ socket paths are limited to 107 bytes, which pytest's tmp_path easily exceeds).
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 import time
@@ -141,8 +142,10 @@ def fake_kubelet_factory() -> Iterator[Any]:
         return kubelet
 
     yield connect
-    for k in made:
-        k.close()
+    # Each connection is closed even when closing another one failed.
+    with contextlib.ExitStack() as close:
+        for k in made:
+            close.callback(k.close)
 
 
 @dataclass(frozen=True)
