@@ -58,9 +58,12 @@ class ApiError(ReasonedError):
         return self.status in RETRYABLE_CONFLICTS or self.outcome_unknown
 
 
-def api_error(status: int, verb: str, what: str, detail: str = "") -> ApiError:
-    """The error for `verb` on `what` (e.g. "create", "NetworkAttachmentDefinition ns/name")."""
-    reason = _REASONS.get(status, reasons.API_REQUEST_FAILED)
+def api_error(status: int, verb: str, what: str, detail: str = "", *, reason: str | None = None) -> ApiError:
+    """The error for `verb` on `what` (e.g. "create", "NetworkAttachmentDefinition ns/name").
+
+    `reason` replaces the status's own reason where the adapter names the object's failure
+    (ClaimNotFound, ClaimReadFailed); the status, message and hint stay the mapping's."""
+    reason = reason or _REASONS.get(status, reasons.API_REQUEST_FAILED)
     said = f": {server_detail(detail)}" if detail else ""
     if status == 403:
         hint = (

@@ -40,34 +40,25 @@ class KubeClaims:
 
     def __init__(self, api: client.ApiClient) -> None:
         self._api = api
-        self._objs = client.CustomObjectsApi(api)
+
+    @staticmethod
+    def _path(namespace: str, name: str) -> str:
+        return f"/apis/{DRA_GROUP}/{DRA_VERSION}/namespaces/{quote(namespace)}/resourceclaims/{quote(name)}"
 
     def patch_claim_status(self, namespace: str, name: str, ops: list[dict[str, Any]]) -> dict[str, Any]:
         """A JSON Patch of the status subresource. Not an update: the client cannot reproduce the
         stored bytes of the allocation's opaque parameters, which the server compares as immutable."""
-        path = f"/apis/resource.k8s.io/v1/namespaces/{quote(namespace)}/resourceclaims/{quote(name)}/status"
+        path = f"{self._path(namespace, name)}/status"
         return _json_patch(self._api, path, f"ResourceClaim {namespace}/{name} status", ops)
 
     def get_claim(self, namespace: str, name: str) -> Mapping[str, Any]:
-        try:
-            obj = self._objs.get_namespaced_custom_object(
-                DRA_GROUP, DRA_VERSION, namespace, "resourceclaims", name, _request_timeout=REQUEST_TIMEOUT_S
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                raise ReasonedError(
-                    reasons.CLAIM_NOT_FOUND,
-                    f"ResourceClaim {namespace}/{name} does not exist; kubelet will retry",
-                ) from None
-            raise ReasonedError(
-                reasons.CLAIM_READ_FAILED,
-                f"reading ResourceClaim {namespace}/{name} failed: HTTP {exc.status} {exc.reason}",
-            ) from None
-        if not isinstance(obj, dict):
-            raise ReasonedError(
-                reasons.CLAIM_READ_FAILED, f"ResourceClaim {namespace}/{name} came back malformed"
-            )
-        return obj
+        what = f"ResourceClaim {namespace}/{name}"
+        claim = _request(
+            self._api, "GET", self._path(namespace, name), what, reason=reasons.CLAIM_READ_FAILED
+        )
+        if claim is None:
+            raise api_error(NOT_FOUND, "GET", what, reason=reasons.CLAIM_NOT_FOUND)
+        return claim
 
 
 def _send(
@@ -79,9 +70,10 @@ def _send(
     body: Any = None,
     content_type: str = "application/json",
     query: list[tuple[str, str]] | None = None,
+    reason: str | None = None,
 ) -> Any:
     """One raw API call; returns the response with its body still unread. A transport failure
-    becomes an ApiError with status 0: outcome unknown."""
+    becomes an ApiError with status 0: outcome unknown. `reason` as for api_error."""
     headers = {"Accept": "application/json", "Content-Type": content_type}
     m, url, hdrs, data, _ = api.param_serialize(
         method, path, query_params=query, header_params=headers, body=body, auth_settings=["BearerToken"]
@@ -89,41 +81,45 @@ def _send(
     try:
         return api.call_api(m, url, header_params=hdrs, body=data, _request_timeout=REQUEST_TIMEOUT_S)
     except ApiException as exc:
-        raise api_error(int(exc.status or 0), method, what, str(exc.reason or "")) from None
+        raise api_error(int(exc.status or 0), method, what, str(exc.reason or ""), reason=reason) from None
     except Exception as exc:  # urllib3 connection errors: no answer, the outcome is unknown
-        raise api_error(0, method, what, exc.__class__.__name__) from None
+        raise api_error(0, method, what, exc.__class__.__name__, reason=reason) from None
 
 
-def _read(resp: Any, method: str, what: str) -> bytes:
+def _read(resp: Any, method: str, what: str, reason: str | None = None) -> bytes:
     try:
         return bytes(resp.read())
     except Exception as exc:  # the connection broke mid-body
-        raise api_error(0, method, what, exc.__class__.__name__) from None
+        raise api_error(0, method, what, exc.__class__.__name__, reason=reason) from None
 
 
-def _failure(status: int, raw: bytes, method: str, what: str) -> ApiError:
+def _failure(status: int, raw: bytes, method: str, what: str, reason: str | None = None) -> ApiError:
     try:
         detail = str(json.loads(raw).get("message", ""))
     except ValueError:
         detail = raw[:200].decode(errors="replace")
-    return api_error(status, method, what, detail)
+    return api_error(status, method, what, detail, reason=reason)
 
 
 def _request(
-    api: client.ApiClient, method: str, path: str, what: str, **options: Any
+    api: client.ApiClient, method: str, path: str, what: str, *, reason: str | None = None, **options: Any
 ) -> dict[str, Any] | None:
     """One raw API call (`options` as for _send) returning the object as API JSON (camelCase, no
     model conversion), None for a 404 on reads, or an ApiError. A transport failure becomes
-    status 0: outcome unknown."""
-    resp = _send(api, method, path, what, **options)
-    raw = _read(resp, method, what)
+    status 0: outcome unknown. Every API call of this module ends here or in list_streamed, so
+    this is where failures are mapped; `reason` as for api_error."""
+    resp = _send(api, method, path, what, reason=reason, **options)
+    raw = _read(resp, method, what, reason)
     if resp.status == NOT_FOUND and method in ("GET", "DELETE"):
         return None
     if resp.status >= 400:
-        raise _failure(resp.status, raw, method, what)
-    obj = json.loads(raw)
+        raise _failure(resp.status, raw, method, what, reason)
+    try:
+        obj = json.loads(raw)
+    except ValueError:
+        obj = None
     if not isinstance(obj, dict):
-        raise api_error(resp.status, method, what, "the response is not a JSON object")
+        raise api_error(resp.status, method, what, "the response is not a JSON object", reason=reason)
     return obj
 
 
@@ -388,59 +384,58 @@ class KubeAccess:
 class KubeSlices:
     """This node's ResourceSlices of this driver."""
 
+    _PATH: Final = f"/apis/{DRA_GROUP}/{DRA_VERSION}/resourceslices"
+
     def __init__(self, api: client.ApiClient, node_name: str) -> None:
-        self._objs = client.CustomObjectsApi(api)
+        self._api = api
         self.selector = f"spec.nodeName={node_name},spec.driver={DRIVER_NAME}"
 
     def list(self) -> list[dict[str, Any]]:
-        return _items(
-            self._objs.list_cluster_custom_object(
-                DRA_GROUP, DRA_VERSION, "resourceslices", field_selector=self.selector
-            )
-        )
+        what = "ResourceSlices of this node"
+        listing = _request(self._api, "GET", self._PATH, what, query=[("fieldSelector", self.selector)])
+        return _items(_required(listing, "GET", what))
 
     def create(self, body: Mapping[str, Any]) -> None:
-        self._objs.create_cluster_custom_object(DRA_GROUP, DRA_VERSION, "resourceslices", dict(body))
+        what = f"ResourceSlice {(body.get('metadata') or {}).get('name', '')}"
+        _request(self._api, "POST", self._PATH, what, body=dict(body))
 
     def replace(self, name: str, body: Mapping[str, Any]) -> None:
-        self._objs.replace_cluster_custom_object(DRA_GROUP, DRA_VERSION, "resourceslices", name, dict(body))
+        _request(self._api, "PUT", f"{self._PATH}/{quote(name)}", f"ResourceSlice {name}", body=dict(body))
 
     def delete(self, name: str) -> None:
-        try:
-            self._objs.delete_cluster_custom_object(DRA_GROUP, DRA_VERSION, "resourceslices", name)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+        """Deletes the slice; one that is already gone is no failure."""
+        _request(self._api, "DELETE", f"{self._PATH}/{quote(name)}", f"ResourceSlice {name}")
 
 
 class KubePolicySource:
     """Policies and DeviceAttributes in the driver namespace, and this node's identity and labels."""
 
     def __init__(self, api: client.ApiClient, namespace: str, node_name: str) -> None:
+        self._api = api
         self._objs = client.CustomObjectsApi(api)
         self._core = client.CoreV1Api(api)
         self._ns = namespace
         self.node_name = node_name
 
+    def _list(self, plural: str, what: str) -> list[dict[str, Any]]:
+        path = f"/apis/{POLICY_GROUP}/{POLICY_VERSION}/namespaces/{quote(self._ns)}/{plural}"
+        return _items(_required(_request(self._api, "GET", path, what), "GET", what))
+
     def policies(self) -> list[dict[str, Any]]:
-        return _items(
-            self._objs.list_namespaced_custom_object(
-                POLICY_GROUP, POLICY_VERSION, self._ns, "sriovresourcepolicies"
-            )
-        )
+        return self._list("sriovresourcepolicies", f"SriovResourcePolicies in {self._ns}")
 
     def device_attributes(self) -> list[dict[str, Any]]:
-        return _items(
-            self._objs.list_namespaced_custom_object(
-                POLICY_GROUP, POLICY_VERSION, self._ns, "deviceattributes"
-            )
-        )
+        return self._list("deviceattributes", f"DeviceAttributes in {self._ns}")
 
     def node(self) -> tuple[str, dict[str, str]]:
-        md = self._core.read_node(self.node_name).metadata
-        if md is None or not md.uid:
+        what = f"Node {self.node_name}"
+        node = _required(
+            _request(self._api, "GET", f"/api/v1/nodes/{quote(self.node_name)}", what), "GET", what
+        )
+        md = node.get("metadata")
+        if not isinstance(md, dict) or not md.get("uid"):
             raise ReasonedError(reasons.NODE_UNREADABLE, f"Node {self.node_name} came back without metadata")
-        return str(md.uid), dict(md.labels or {})
+        return str(md["uid"]), {str(k): str(v) for k, v in (md.get("labels") or {}).items()}
 
     def watch_sources(self, slices: KubeSlices) -> list[tuple[str, Callable[..., Any], dict[str, Any]]]:
         """(description, list function, kwargs) for everything that should trigger a reconcile."""
