@@ -35,11 +35,42 @@ class CniError(ReasonedError):
     def cni_details(self) -> str:
         return str(self.details.get("cni_details", ""))
 
+    @property
+    def passthrough(self) -> bool:
+        """A delegate's own error, answered as the delegate gave it (Multus's STATUS)."""
+        return bool(self.details.get("passthrough", False))
+
+    def wrap(self, prefix: str, code: int | None = None) -> CniError:
+        """The same failure behind a context prefix (Multus wraps errors with %v as they rise)."""
+        return CniError(
+            self.reason, prefix + self.message, self.code if code is None else code, self.cni_details
+        )
+
     def to_json(self, cni_version: str) -> dict[str, object]:
-        body: dict[str, object] = {"cniVersion": cni_version, "code": self.code, "msg": str(self)}
-        if self.cni_details:
-            body["details"] = self.cni_details
+        """msg is the wording (Multus's where it has one); details leads with our stable reason."""
+        body: dict[str, object] = {"cniVersion": cni_version, "code": self.code, "msg": self.message}
+        if self.passthrough:
+            if self.cni_details:
+                body["details"] = self.cni_details
+            return body
+        body["details"] = f"{self.reason}: {self.cni_details}" if self.cni_details else self.reason
         return body
+
+
+def delegate_error(err: CniError) -> CniError:
+    """A delegate's structured error exactly as it printed it (code, msg, details), or err itself."""
+    raw = err.details.get("delegate_msg")
+    if not isinstance(raw, str):
+        return err
+    out = CniError(err.reason, raw, err.code, err.cni_details)
+    out.details["passthrough"] = True
+    return out
+
+
+def reason_of(details: object) -> str:
+    """Our reason from an error JSON's details (the word before the first colon), "" if none."""
+    head = str(details or "").split(":", 1)[0]
+    return head if head.isidentifier() else ""
 
 
 def config_error(message: str) -> CniError:

@@ -79,9 +79,31 @@ class _Ctx:
     def prefix(self) -> str:
         return f"[{self.pod_args.label()}]: " if self.pod_args.known else ""
 
+    def cmd_err(self) -> str:
+        """Multus's cmdErr prefix: `Multus: [ns/name/uid]: ` for a verb about a Pod, `Multus: ` otherwise."""
+        if self.req.command in ("ADD", "DEL", "CHECK"):
+            return f"Multus: [{self.pod_args.label()}]: "
+        return "Multus: "
+
 
 def handle(req: protocol.Request, svc: Services) -> Json | None:
-    """Run one already environment-checked request; returns the ADD result in the caller's version."""
+    """Run one already environment-checked request; returns the ADD result in the caller's version.
+
+    A failure's msg is Multus's wording; its stable reason goes into the error's details and,
+    here, into the log line (the config names the log, so a config that fails to load logs nothing).
+    """
+    try:
+        return _handle(req, svc)
+    except CniError as exc:
+        try:
+            log = svc.log_for(netconf.load(netconf.fold(netconf.decode_object(req.stdin))))
+        except CniError:
+            raise exc from None
+        log.error(f"{req.command} failed: {exc.reason} (code {exc.code}): {exc.message}")
+        raise
+
+
+def _handle(req: protocol.Request, svc: Services) -> Json | None:
     raw = netconf.fold(netconf.decode_object(req.stdin))
     version = protocol.check_config(req.command, raw)
     conf = netconf.load(raw)
@@ -113,8 +135,8 @@ def _wait_readiness(ctx: _Ctx) -> None:
         if clock.monotonic() >= deadline:
             raise CniError(
                 reasons.DEFAULT_NETWORK_NOT_READY,
-                f"{ctx.prefix()}have you checked that your default network is ready? still waiting for "
-                f"readinessindicatorfile @ {path}",
+                f"{ctx.cmd_err()}have you checked that your default network is ready? still waiting for "
+                f"readinessindicatorfile @ {path}. pollimmediate error: timed out waiting for the condition",
                 TRY_AGAIN_LATER,
             )
         clock.sleep(1.0)
@@ -134,9 +156,7 @@ def _get_pod(ctx: _Ctx, kube: KubeApi) -> Json | None:
             return kube.get_pod(ctx.pod_args.namespace, ctx.pod_args.name)
         except KubeApiError as exc:
             if exc.status not in _RETRYABLE_STATUS or clock.monotonic() + POD_RETRY_INTERVAL > deadline:
-                raise CniError(
-                    exc.reason, f"{ctx.prefix()}error waiting for pod: {exc.message}", exc.code
-                ) from exc
+                raise exc.wrap(f"{ctx.cmd_err()}error waiting for pod: ") from exc
             clock.sleep(POD_RETRY_INTERVAL)
 
 
@@ -145,8 +165,7 @@ def _verify_uid(ctx: _Ctx, pod: Mapping[str, Any]) -> None:
     if ctx.pod_args.uid and api_uid != ctx.pod_args.uid and not _is_static_pod(pod):
         raise CniError(
             reasons.POD_UID_MISMATCH,
-            f'{ctx.prefix()}expected pod UID "{ctx.pod_args.uid}" but got "{api_uid}" from Kube API; '
-            "the Pod was replaced, the runtime will retry with the new sandbox",
+            f'{ctx.cmd_err()}expected pod UID "{ctx.pod_args.uid}" but got "{api_uid}" from Kube API',
             TRY_AGAIN_LATER,
         )
 
@@ -163,10 +182,13 @@ def _base_candidates(ctx: _Ctx, kube: KubeApi | None, pod: Json | None) -> list[
                 conf.cluster_network, conf.multus_namespace, conf.conf_dir, get_nad
             )
         except CniError as exc:
+            # Multus's text drops the cause; the log line keeps it.
+            ctx.log.error(f"clusterNetwork {conf.cluster_network}: {exc.reason}: {exc.message}")
+            what = "clusterNetwork/defaultNetworks" if ctx.req.command in ("ADD", "DEL") else "clusterNetwork"
             raise CniError(
                 exc.reason,
-                f"{ctx.prefix()}failed to get clusterNetwork {conf.cluster_network} in namespace "
-                f"{conf.multus_namespace}: {exc.message}",
+                f"{ctx.cmd_err()}failed to get {what}: GetDefaultNetworks: failed to get clusterNetwork "
+                f"{conf.cluster_network} in namespace {conf.multus_namespace}",
                 exc.code,
             ) from exc
         found = [replace(cluster, master=True)]
@@ -197,8 +219,8 @@ def _nad_candidate(
     if nad is None:
         raise CniError(
             reasons.NO_NETWORK_FOUND,
-            f"cannot find a network-attachment-definition ({sel.name}) in namespace ({sel.namespace}): "
-            f'network-attachment-definitions.k8s.cni.cncf.io "{sel.name}" not found; create it or fix the Pod\'s networks annotation',
+            f"getKubernetesDelegate: cannot find a network-attachment-definition ({sel.name}) in namespace "
+            f'({sel.namespace}): network-attachment-definitions.k8s.cni.cncf.io "{sel.name}" not found',
             TRY_AGAIN_LATER,
         )
     annotations = (nad.get("metadata") or {}).get("annotations") or {}
@@ -211,6 +233,25 @@ def _nad_candidate(
     return delegates.load(delegates.nad_config(nad, ctx.conf.conf_dir), sel, what, managed=managed)
 
 
+_GETTING_NETWORKS = "TryLoadPodDelegates: error in getting k8s network for pod: "
+
+
+def _is_guard(exc: CniError) -> bool:
+    """The managed-shadow guard's refusals: Multus has no such check, so they keep our own text."""
+    return exc.reason.startswith("ManagedShadow")
+
+
+@contextmanager
+def _multus_context(prefix: str) -> Iterator[None]:
+    """Prefix a failure with the context Multus's error chain gives it (not the guard's own)."""
+    try:
+        yield
+    except CniError as exc:
+        if _is_guard(exc):
+            raise
+        raise exc.wrap(prefix) from exc
+
+
 @contextmanager
 def _annotation_errors(ctx: _Ctx) -> Iterator[None]:
     """A bad networks/default-network annotation is the Pod's config error, named and never a crash."""
@@ -219,11 +260,15 @@ def _annotation_errors(ctx: _Ctx) -> Iterator[None]:
     except ReasonedError as exc:
         if isinstance(exc, CniError):
             raise
-        raise CniError(exc.reason, f"{ctx.prefix()}{exc.message}", INVALID_NETWORK_CONFIG) from exc
+        # The contract's parser carries Multus's text for the same failure.
+        raise CniError(
+            exc.reason, str(exc.details.get("multus") or exc.message), INVALID_NETWORK_CONFIG
+        ) from exc
     except RecursionError as exc:
         raise CniError(
             contract_reasons.INVALID_NETWORKS_ANNOTATION,
-            f"{ctx.prefix()}network annotation is nested too deeply",
+            "parsePodNetworkAnnotation: failed to parse pod Network Attachment Selection Annotation JSON format: "
+            "network annotation is nested too deeply",
             INVALID_NETWORK_CONFIG,
         ) from exc
 
@@ -247,17 +292,23 @@ def _pod_candidates(
         selections = parse_network_selections(text, pod_ns) if isinstance(text, str) else []
     if default_sel is not None:
         nad = kube.get_nad(default_sel.namespace, default_sel.name)
-        master = replace(_nad_candidate(ctx, nad, default_sel, pod, registry, guarded=guarded), master=True)
-        out = [master, *out[1:]] if out else [master]
+        with _multus_context(
+            "TryLoadPodDelegates: error in loading K8s cluster default network from pod annotation: "
+            "tryLoadK8sPodDefaultNetwork: failed getting the delegate: "
+        ):
+            cand = _nad_candidate(ctx, nad, default_sel, pod, registry, guarded=guarded)
+        out = [replace(cand, master=True), *out[1:]] if out else [replace(cand, master=True)]
     if ctx.conf.namespace_isolation:
-        delegates.check_isolation(selections, pod_ns, ctx.conf.global_namespaces)
+        with _multus_context(_GETTING_NETWORKS):
+            delegates.check_isolation(selections, pod_ns, ctx.conf.global_namespaces)
     if registry is not None:
         from cni_shim.core import guard  # noqa: PLC0415
 
         guard.check_registry(registry, selections, ctx.pod_args.label())
     seen_managed: set[tuple[str, str]] = set()
     for sel, nad in zip(selections, _nads(kube, selections), strict=True):
-        cand = _nad_candidate(ctx, nad, sel, pod, registry, guarded=guarded)
+        with _multus_context(_GETTING_NETWORKS + "GetNetworkDelegates: failed getting the delegate: "):
+            cand = _nad_candidate(ctx, nad, sel, pod, registry, guarded=guarded)
         if cand.managed:
             key = (sel.namespace, sel.name)
             if key in seen_managed:
@@ -368,7 +419,8 @@ def _add(ctx: _Ctx) -> Json:
         _verify_uid(ctx, pod)
     candidates = _base_candidates(ctx, kube, pod)
     if kube is not None and pod is not None:
-        candidates = _pod_candidates(ctx, kube, pod, candidates, guarded=True)
+        with _multus_context(f"{ctx.cmd_err()}error loading k8s delegates k8s args: "):
+            candidates = _pod_candidates(ctx, kube, pod, candidates, guarded=True)
     the_plan = _plan(ctx, candidates, probe=True)
     ctx.store.save_plan(ctx.req.container_id, the_plan.to_bytes())
     runner = Runner(ctx.svc.executor, ctx.store)
@@ -455,9 +507,7 @@ def _write_network_status(ctx: _Ctx, kube: KubeApi, entries: list[Json], read: J
             return
         except KubeApiError as exc:
             if exc.status != 409 or attempt == STATUS_WRITE_ATTEMPTS - 1:
-                raise CniError(
-                    exc.reason, f"{ctx.prefix()}error setting the networks status: {exc.message}", exc.code
-                ) from exc
+                raise exc.wrap(f"{ctx.cmd_err()}error setting the networks status: ") from exc
             ctx.svc.clock.sleep(STATUS_RETRY_INTERVAL)
 
 

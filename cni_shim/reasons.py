@@ -3,7 +3,7 @@
 Reasons the contract also raises (InvalidInterfaceName, InvalidNetworksAnnotation) live in
 sriov_contract.reasons. MEANINGS gives each reason's meaning and the operator's action;
 docs/reasons.md is generated from it (scripts/gen_reasons.py). The CNI error JSON carries the
-reason as the start of its msg, so values never change. Plain constants: the executable's
+reason at the start of its details (its msg is Multus's wording), so values never change. Plain constants: the executable's
 start-up path imports this module, which must cost next to nothing.
 """
 
@@ -258,8 +258,8 @@ MEANINGS: Final[dict[str, tuple[str, str]]] = {
         "Run the same version of the shim and the daemon.",
     ),
     DAEMON_REPORTED_ERROR: (
-        "Thick mode: the daemon's own CNI error, passed on unchanged (its msg names the real reason).",
-        "Act on the reason at the start of the message.",
+        "Thick mode: the daemon's own CNI error, passed on unchanged (its details name the real reason).",
+        "Act on the reason at the start of the error's details.",
     ),
     MALFORMED_DAEMON_REQUEST: (
         "Thick mode: the daemon received a request the shim does not send.",

@@ -39,7 +39,8 @@ SECTIONS: tuple[tuple[str, str, ModuleType], ...] = (
     ),
     (
         "CNI shim (`cni_shim`)",
-        "Start the `msg` of the CNI error JSON the runtime logs (`<Reason>: <message>`).",
+        "Start the `details` of the CNI error JSON (`<Reason>` or `<Reason>: <details>`) and name the "
+        "failure in the shim's error log line; the `msg` is Multus's wording where Multus has one.",
         cni_reasons,
     ),
 )

@@ -73,12 +73,21 @@ class NetworkSelection:
         return (self.namespace, self.name, self.interface)
 
 
-def _error(item: str, why: str) -> ReasonedError:
+# Multus's texts for the same failures (its parsePodNetworkAnnotation), carried in the error's
+# `multus` detail so the CNI side can answer in Multus's wording; JSON-form failures that Go
+# reports as a decode error get its JSON prefix and our explanation after it.
+_MULTUS = "parsePodNetworkAnnotation: "
+_MULTUS_JSON = _MULTUS + "failed to parse pod Network Attachment Selection Annotation JSON format: "
+_MULTUS_NAME = _MULTUS + "parsePodNetworkObjectName: "
+
+
+def _error(item: str, why: str, multus: str | None = None) -> ReasonedError:
     return ReasonedError(
         INVALID_NETWORKS_ANNOTATION,
         f"network selection {item!r} in annotation {NETWORKS_ANNOTATION} is invalid: {why}; "
         "fix or remove that entry",
         item=item,
+        multus=_MULTUS_JSON + why if multus is None else multus,
     )
 
 
@@ -99,20 +108,37 @@ def selections_to_annotation(selections: Sequence[NetworkSelection]) -> str:
 def _parse_shorthand(item: str, default_namespace: str) -> NetworkSelection:
     slash = item.split("/")
     if len(slash) > 2:
-        raise _error(item, "more than one '/' (expected [<namespace>/]<name>[@<interface>])")
+        raise _error(
+            item,
+            "more than one '/' (expected [<namespace>/]<name>[@<interface>])",
+            _MULTUS_NAME + "Invalid network object (failed at '/')",
+        )
     namespace = slash[0].strip(_GO_SPACE) if len(slash) == 2 else ""
     at = slash[-1].split("@")
     if len(at) > 2:
-        raise _error(item, "more than one '@' (expected [<namespace>/]<name>[@<interface>])")
+        raise _error(
+            item,
+            "more than one '@' (expected [<namespace>/]<name>[@<interface>])",
+            _MULTUS_NAME + "Invalid network object (failed at '@')",
+        )
     name = at[0].strip(_GO_SPACE)
     interface = at[1].strip(_GO_SPACE) if len(at) == 2 else ""
     for part in (namespace, name):
         if part and not _DNS_LABEL.fullmatch(part):
             raise _error(
-                item, f"{part!r} must be lower case alphanumeric or '-', starting and ending alphanumeric"
+                item,
+                f"{part!r} must be lower case alphanumeric or '-', starting and ending alphanumeric",
+                _MULTUS_NAME + "Failed to parse: one or more items did not match comma-delimited format "
+                "(must consist of lower case alphanumeric characters). Must start and end with an "
+                f"alphanumeric character), mismatch @ '{part}'",
             )
     if interface and (len(interface.encode()) >= _IFNAMSIZ or _IFNAME_FORBIDDEN.intersection(interface)):
-        raise _error(item, f"interface name {interface!r} must be under 16 bytes without '/' or spaces")
+        raise _error(
+            item,
+            f"interface name {interface!r} must be under 16 bytes without '/' or spaces",
+            _MULTUS_NAME + "Failed to parse interface name: must be less than 15 chars and not contain "
+            f"'/' or spaces. interface name '{interface}'",
+        )
     raw = JsonObject(name=name)
     if namespace:
         raw["namespace"] = namespace
@@ -177,17 +203,35 @@ def _parse_element(element: JsonValue, default_namespace: str) -> NetworkSelecti
     mac = string("mac")
     guid = string("infiniband-guid")
     if mac and not _is_go_mac(mac):
-        raise _error(item, f"mac {mac!r} is not a valid hardware address")
+        raise _error(
+            item,
+            f"mac {mac!r} is not a valid hardware address",
+            f"{_MULTUS}failed to mac: address {mac}: invalid MAC address",
+        )
     if guid and not _is_go_mac(guid):
-        raise _error(item, f"infiniband-guid {guid!r} is not a valid hardware address")
+        raise _error(
+            item,
+            f"infiniband-guid {guid!r} is not a valid hardware address",
+            f"{_MULTUS}failed to validate infiniband GUID: address {guid}: invalid MAC address",
+        )
     ips = _str_list(f.get("ips"), item, "ips")
     for ip in ips:
         if not (_is_go_cidr(ip) if "/" in ip else _is_go_ip(ip)):
-            raise _error(item, f"ips entry {ip!r} is not an IP address or CIDR")
+            raise _error(
+                item,
+                f"ips entry {ip!r} is not an IP address or CIDR",
+                f'failed to parse CIDR "{ip}": invalid CIDR address: {ip}'
+                if "/" in ip
+                else f'failed to parse IP address "{ip}"',
+            )
     routes = _str_list(f.get("default-route"), item, "default-route")
     for gw in routes:
         if gw and not _is_go_ip(gw):
-            raise _error(item, f"default-route entry {gw!r} is not an IP address")
+            raise _error(
+                item,
+                f"default-route entry {gw!r} is not an IP address",
+                f"{_MULTUS_JSON}invalid IP address: {gw}",
+            )
     cni_args = f.get("cni-args")
     if cni_args is not None and not isinstance(cni_args, JsonObject):
         raise _error(item, "cni-args must be an object")

@@ -37,7 +37,14 @@ class PodArgs:
 
 
 def _bad(message: str) -> CniError:
-    return CniError(reasons.INVALID_CNI_ARGS, f"error getting k8s args: ARGS: {message}", INVALID_ENVIRONMENT)
+    return CniError(
+        reasons.INVALID_CNI_ARGS, f"Multus: error getting k8s args: ARGS: {message}", INVALID_ENVIRONMENT
+    )
+
+
+def _quote(text: str) -> str:
+    """Go's %q for the plain strings CNI_ARGS holds."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def split_pairs(text: str) -> Pairs:
@@ -49,7 +56,7 @@ def split_pairs(text: str) -> Pairs:
     for item in text.split(";"):
         parts = item.split("=")
         if len(parts) != 2:
-            raise _bad(f"invalid pair {item!r}")
+            raise _bad(f"invalid pair {_quote(item)}")
         pairs.append((parts[0], parts[1]))
     return tuple(pairs)
 
@@ -63,7 +70,7 @@ def parse(text: str) -> PodArgs:
         raise _bad(f"IgnoreUnknown must be a boolean, got {ignore!r}")
     unknown = [k for k, _ in pairs if k not in _KNOWN]
     if unknown and ignore not in _TRUE:
-        raise _bad(f"unknown args {unknown}")
+        raise _bad(f"unknown args [{' '.join(_quote(k) for k in unknown)}]")
     if values.get("IP"):
         import ipaddress  # noqa: PLC0415 - rarely sent; keep it off the start-up path
 

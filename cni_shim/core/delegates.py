@@ -51,20 +51,24 @@ def find_in_dir(wanted: str, directory: str) -> bytes:
     except OSError:
         files = []
     if not files:
-        raise _err(reasons.NO_NETWORK_FOUND, f"no networks found in {directory}")
+        raise _err(reasons.NO_NETWORK_FOUND, f"No networks found in {directory}")
     for fname in files:
         path = os.path.join(directory, fname)
         data = _read_file(path)
+        # The NAD client's wording: "Error loading CNI con(f|flist) file <path>: <libcni's error>".
+        kind = "conflist" if fname.endswith(".conflist") else "config"
         try:
-            net = network.parse(data, f"CNI config file {path}")
+            net = network.parse(data, f"CNI {kind} file {path}")
         except CniError as exc:
             raise _err(
-                reasons.INVALID_NETWORK_FILE, f"error loading CNI config file {path}: {exc.message}"
+                reasons.INVALID_NETWORK_FILE,
+                f"Error loading CNI {kind} file {path}: error parsing configuration: {exc.message}",
             ) from exc
         if fname.endswith(".conflist") != net.conflist:
             raise _err(
                 reasons.INVALID_NETWORK_FILE,
-                f"error loading CNI config file {path}: wrong shape for its extension",
+                f"Error loading CNI {kind} file {path}: error parsing configuration: "
+                + ("no 'plugins' key" if net.conflist is False else "missing 'type'"),
             )
         if wanted in ("", net.name):
             return data
@@ -101,7 +105,10 @@ def nad_config(nad: Mapping[str, Any], conf_dir: str) -> bytes:
     nad_name = str(meta.get("name", ""))
     raw = spec_config(nad)
     if not raw:
-        return find_in_dir(nad_name, conf_dir)
+        try:
+            return find_in_dir(nad_name, conf_dir)
+        except CniError as exc:
+            raise exc.wrap("GetCNIConfig: err in GetCNIConfigFromFile: ") from exc
     obj = network.decode(
         raw, f"spec.config of NetworkAttachmentDefinition {meta.get('namespace')}/{nad_name}"
     )
@@ -181,8 +188,8 @@ def check_isolation(
         if sel.namespace != pod_namespace and sel.namespace not in global_namespaces:
             raise CniError(
                 reasons.NAMESPACE_ISOLATION_VIOLATION,
-                f"namespace isolation enabled, annotation violates permission, pod is in namespace "
-                f"{pod_namespace} but refers to target namespace {sel.namespace}",
+                "GetNetworkDelegates: namespace isolation enabled, annotation violates permission, "
+                f"pod is in namespace {pod_namespace} but refers to target namespace {sel.namespace}",
                 INVALID_NETWORK_CONFIG,
             )
 

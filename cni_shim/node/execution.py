@@ -50,7 +50,9 @@ def plugin_failure(plugin: str, returncode: int, stdout: bytes, stderr: bytes) -
                 f"netplugin {plugin} failed but error parsing its diagnostic message {text[:500]!r}: {exc}",
             )
         details = str(doc.get("details") or "")
-        return CniError(reasons.DELEGATE_FAILED, f"{msg}; {details}" if details else msg, code, details)
+        failure = CniError(reasons.DELEGATE_FAILED, f"{msg}; {details}" if details else msg, code, details)
+        failure.details["delegate_msg"] = msg  # the delegate's msg alone, for a pass-through answer
+        return failure
     err = stderr.decode(errors="replace").strip()
     if err:
         return CniError(

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from cni_shim import handler, reasons, wiring
 from cni_shim.core import cniargs, netconf
 from cni_shim.core.protocol import render_error
-from cni_shim.errors import DECODE_FAILURE, CniError
+from cni_shim.errors import DECODE_FAILURE, CniError, reason_of
 from cni_shim.ports import KubeApi
 
 MAX_BODY = 16 * 1024 * 1024
@@ -105,12 +105,12 @@ class Answer:
 
 
 def _reason(error_json: str) -> str:
+    """Our reason leads the error's details; a delegate's own error passed through has none of ours."""
     try:
-        msg = str(json.loads(error_json).get("msg", ""))
+        details = json.loads(error_json).get("details", "")
     except (ValueError, AttributeError):
         return reasons.INTERNAL_ERROR
-    head = msg.split(":", 1)[0]
-    return head if head.isidentifier() else "Error"
+    return reason_of(details) or reasons.DELEGATE_FAILED
 
 
 class Dispatcher:

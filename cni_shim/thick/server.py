@@ -26,7 +26,8 @@ FREEZE_PATH = "/debug/informers/freeze"
 _NOT_READY_BODY = json.dumps(
     {
         "code": TRY_AGAIN_LATER,
-        "msg": "DaemonNotReady: cni-shim-daemon is starting or shutting down and ran nothing; retry",
+        "msg": "cni-shim-daemon is starting or shutting down and ran nothing; retry",
+        "details": "DaemonNotReady",
     }
 ).encode()
 

@@ -148,7 +148,7 @@ def test_pod_uid_mismatch_fails_add_before_any_delegate(shim):
     shim.kube.add_pod("ns1", "pod1", "uid-other")
     out = shim.run("ADD", shim.conf())
     assert out.status == 1
-    assert "PodUIDMismatch" in out.json["msg"]
+    assert out.json["details"] == "PodUIDMismatch"
     assert shim.executor.calls == []
 
 
@@ -165,7 +165,7 @@ def test_missing_nad_fails_add_visibly(shim):
     shim.kube.add_pod("ns1", "pod1", "uid-1", {NETWORKS: "absent"})
     out = shim.run("ADD", shim.conf())
     assert out.status == 1
-    assert "NoNetworkFound" in out.json["msg"]
+    assert out.json["details"] == "NoNetworkFound"
     assert shim.executor.calls == []
 
 
@@ -211,7 +211,7 @@ def test_namespace_isolation_rejects_foreign_namespaces(shim):
     shim.kube.add_nad("other", "net-a", _nad_conf("a"))
     out = shim.run("ADD", shim.conf(namespaceIsolation=True))
     assert out.status == 1
-    assert "NamespaceIsolationViolation" in out.json["msg"]
+    assert out.json["details"] == "NamespaceIsolationViolation"
 
 
 def test_interface_collision_is_refused_before_any_delegate(shim):
@@ -220,7 +220,7 @@ def test_interface_collision_is_refused_before_any_delegate(shim):
     shim.kube.add_nad("ns1", "net-b", _nad_conf("b"))
     out = shim.run("ADD", shim.conf())
     assert out.status == 1
-    assert "InterfaceNameCollision" in out.json["msg"]
+    assert out.json["details"] == "InterfaceNameCollision"
     assert shim.executor.calls == []
 
 
@@ -425,7 +425,7 @@ def test_invalid_annotations_fail_add_before_any_delegate(shim, annotation):
     out = shim.run("ADD", shim.conf())
     assert out.status == 1
     assert out.json["code"] == 7
-    assert out.json["msg"].startswith("InvalidNetworksAnnotation:")
+    assert out.json["details"] == "InvalidNetworksAnnotation"
     assert shim.executor.calls == []
 
 

@@ -33,7 +33,7 @@ def test_empty_config_is_looked_up_by_nad_name_in_confdir(tmp_path):
     assert json.loads(delegates.nad_config(_nad("mine", ""), str(tmp_path)))["plugins"] == [{"type": "ptp"}]
     with pytest.raises(CniError, match="no network available in the name absent"):
         delegates.nad_config(_nad("absent", ""), str(tmp_path))
-    with pytest.raises(CniError, match="no networks found"):
+    with pytest.raises(CniError, match="No networks found"):
         delegates.nad_config(_nad("mine", ""), str(tmp_path / "missing"))
 
 

@@ -106,7 +106,7 @@ def test_each_failed_check_is_named_and_nothing_runs(shim, mutate, reason):
     _setup(shim, mutate=mutate)
     out = _run(shim)
     assert out.status == 1
-    assert out.json["msg"].startswith(reason + ":"), out.json["msg"]
+    assert out.json["details"] == reason, out.json
     assert shim.executor.calls == []
     assert shim.plan_doc() is None
 
@@ -116,7 +116,7 @@ def test_shadow_outside_the_pod_namespace_is_refused(shim):
     shim.kube.add_pod(NS, "pod1", POD_UID, {keys.NETWORKS_ANNOTATION: json.dumps([shadow["selection"]])})
     shim.kube.nads[("other", shadow["name"])] = shadow["nad"]
     out = _run(shim)
-    assert out.json["msg"].startswith("ManagedShadowNamespaceMismatch:")
+    assert out.json["details"] == "ManagedShadowNamespaceMismatch"
 
 
 @pytest.mark.parametrize(
@@ -131,7 +131,7 @@ def test_shadow_outside_the_pod_namespace_is_refused(shim):
 def test_selection_overrides_are_refused(shim, extra, reason):
     _setup(shim, selection_extra=extra, registry=False)
     out = _run(shim)
-    assert out.json["msg"].startswith(reason + ":"), out.json["msg"]
+    assert out.json["details"] == reason, out.json
     assert shim.executor.calls == []
 
 
@@ -139,7 +139,7 @@ def test_registry_must_list_each_managed_selection_exactly_once(shim):
     shadow = managed_shadow(namespace=NS, pod_name="pod1")
     _setup(shim, second=shadow["selection"])
     out = _run(shim)
-    assert out.json["msg"].startswith("ManagedShadowSelectionCount:")
+    assert out.json["details"] == "ManagedShadowSelectionCount"
     assert shim.executor.calls == []
 
 
@@ -149,7 +149,7 @@ def test_duplicate_managed_selection_without_registry_is_refused(shim):
     _setup(shim, registry=False, second=second)
     out = _run(shim)
     # the second selection asks for another interface than the binding records
-    assert out.json["msg"].startswith("ManagedShadowSelectionOverride:")
+    assert out.json["details"] == "ManagedShadowSelectionOverride"
 
 
 def test_registry_uid_and_hash_must_match(shim):
@@ -160,7 +160,7 @@ def test_registry_uid_and_hash_must_match(shim):
         POD_UID, [entry]
     )
     out = _run(shim)
-    assert out.json["msg"].startswith("ManagedShadowRegistryMismatch:")
+    assert out.json["details"] == "ManagedShadowRegistryMismatch"
 
 
 def test_registry_for_another_pod_is_refused(shim):
@@ -169,7 +169,7 @@ def test_registry_for_another_pod_is_refused(shim):
         OTHER_UID, []
     )
     out = _run(shim)
-    assert out.json["msg"].startswith("ManagedShadowRegistryPodMismatch:")
+    assert out.json["details"] == "ManagedShadowRegistryPodMismatch"
 
 
 def test_del_of_a_managed_attachment_works_while_the_shadow_is_terminating_or_gone(shim):

@@ -151,7 +151,7 @@ def test_errors_are_the_thin_mode_error_json_with_the_reason_counted(rig, shim):
     assert answer.status == 400
     doc = json.loads(answer.body)
     assert doc["code"] == 6
-    assert doc["msg"].startswith("MalformedNetworkConfig:")
+    assert doc["details"] == "MalformedNetworkConfig"
     assert events.requests == [("ADD", "MalformedNetworkConfig")]
     assert logged[-1][0] == "error"
 

@@ -106,7 +106,7 @@ def test_the_not_ready_answer_is_try_again_later_cni_error_json(daemon):
     status, body = forward.exchange(sock, "POST", "/cni", b"{}", 5)
     doc = json.loads(body)
     assert (status, doc["code"]) == (forward.NOT_READY, 11)
-    assert doc["msg"].startswith("DaemonNotReady: ")
+    assert doc["details"] == "DaemonNotReady"
     assert daemon.served == []
 
 
@@ -135,6 +135,6 @@ def test_a_daemon_that_never_becomes_ready_is_unavailable_within_the_budget(tmp_
         running.stop()
     doc = json.loads(out)
     assert (status, doc["code"]) == (1, 11)
-    assert doc["msg"].startswith("DaemonUnavailable: ")
+    assert doc["details"] == "DaemonUnavailable"
     assert "not ready within 0.3s" in doc["msg"]
     assert running.served == []

@@ -101,7 +101,8 @@ def test_an_answer_in_no_known_shape_is_a_named_protocol_error(daemon):
     running = daemon(lambda body: Answer(500, b"oops", "x"))
     status, out, _ = main.run(ENV, running.conf)
     assert status == 1
-    assert json.loads(out)["msg"].startswith("DaemonProtocolError: cni-shim-daemon answered 500")
+    assert json.loads(out)["details"] == "DaemonProtocolError"
+    assert json.loads(out)["msg"].startswith("cni-shim-daemon answered 500")
 
 
 @pytest.mark.parametrize("command", ["ADD", "DEL"])
@@ -118,7 +119,8 @@ def test_no_daemon_is_try_again_later_never_a_silent_success(tmp_path, command):
     doc = json.loads(out)
     assert status == 1
     assert doc["code"] == 11
-    assert doc["msg"].startswith("DaemonUnavailable: cni-shim-daemon is not serving")
+    assert doc["details"] == "DaemonUnavailable"
+    assert doc["msg"].startswith("cni-shim-daemon is not serving")
     assert "within 0.2s" in doc["msg"]
 
 
@@ -145,7 +147,8 @@ def test_a_slow_daemon_is_a_timeout_error(daemon):
         release.set()
     doc = json.loads(out)
     assert (status, doc["code"]) == (1, 11)
-    assert doc["msg"].startswith("DaemonTimeout: cni-shim-daemon did not answer within 0.3s")
+    assert doc["details"] == "DaemonTimeout"
+    assert doc["msg"].startswith("cni-shim-daemon did not answer within 0.3s")
 
 
 @pytest.mark.parametrize(
@@ -228,7 +231,7 @@ def test_the_thick_shim_imports_only_the_standard_library(tmp_path):
         check=False,
     )
     assert out.returncode == 1
-    assert json.loads(out.stdout)["msg"].startswith("DaemonUnavailable:")
+    assert json.loads(out.stdout)["details"] == "DaemonUnavailable"
     loaded = (tmp_path / "run.mods").read_text().split()
     ours = {m.split(".")[0] for m in loaded} - set(sys.stdlib_module_names) - {"__main__"}
     assert ours == {"cni_shim", "sriov_contract"}

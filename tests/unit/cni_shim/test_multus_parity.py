@@ -1,0 +1,87 @@
+"""Issue #18 points 1-4: what the runtime sees where Multus answers the same failure (error msg,
+a delegate's own error, CNI_NETNS on ADD, a Pod that is not visible yet)."""
+
+from __future__ import annotations
+
+import json
+
+from cni_shim.errors import CniError
+from cni_shim.node.execution import plugin_failure
+
+NETWORKS = "k8s.v1.cni.cncf.io/networks"
+ADD_ARGS = "K8S_POD_NAMESPACE=ns1;K8S_POD_NAME=pod1;K8S_POD_UID=uid-1"
+
+
+def _nad_conf(name: str, plugin: str = "macvlan"):
+    return {"cniVersion": "1.0.0", "name": name, "type": plugin}
+
+
+def _delegate_error(code: int, msg: str, details: str = "") -> CniError:
+    """A delegate's structured error JSON as the process executor reads it."""
+    doc = {"code": code, "msg": msg, **({"details": details} if details else {})}
+    return plugin_failure("plug", 1, json.dumps(doc).encode(), b"")
+
+
+# ---------------------------------------------------------------- point 1: Multus's wording, reason beside
+
+
+def test_a_malformed_annotation_is_answered_in_multus_words_with_the_reason_in_details(shim):
+    shim.kube.add_pod("ns1", "pod1", "uid-1", {NETWORKS: "[broken"})
+    out = shim.run("ADD", shim.conf())
+    assert out.status == 1
+    assert out.json["msg"].startswith(
+        "Multus: [ns1/pod1/uid-1]: error loading k8s delegates k8s args: parsePodNetworkAnnotation: "
+        "failed to parse pod Network Attachment Selection Annotation JSON format: "
+    )
+    assert out.json["details"] == "InvalidNetworksAnnotation"
+    assert ("error", f"ADD failed: InvalidNetworksAnnotation (code 7): {out.json['msg']}") in shim.log.lines
+
+
+def test_a_broken_file_backed_nad_names_the_file_as_the_nad_client_does(shim):
+    shim.kube.add_pod("ns1", "pod1", "uid-1", {NETWORKS: "net1"})
+    shim.kube.add_nad("ns1", "net1", "")
+    broken = shim.conf_dir / "10-broken.conf"
+    broken.write_text('{"cniVersion": "1.0.0", "name": "net1"')
+    out = shim.run("ADD", shim.conf())
+    assert out.json["msg"].startswith(
+        "Multus: [ns1/pod1/uid-1]: error loading k8s delegates k8s args: TryLoadPodDelegates: error in "
+        "getting k8s network for pod: GetNetworkDelegates: failed getting the delegate: GetCNIConfig: err in "
+        f"GetCNIConfigFromFile: Error loading CNI config file {broken}: error parsing configuration: "
+    )
+    assert out.json["details"] == "InvalidNetworkFile"
+
+
+def test_a_missing_nad_is_multus_text_exactly(shim):
+    shim.kube.add_pod("ns1", "pod1", "uid-1", {NETWORKS: "missing"})
+    out = shim.run("ADD", shim.conf())
+    assert out.json["msg"] == (
+        "Multus: [ns1/pod1/uid-1]: error loading k8s delegates k8s args: TryLoadPodDelegates: error in "
+        "getting k8s network for pod: GetNetworkDelegates: failed getting the delegate: getKubernetesDelegate: "
+        "cannot find a network-attachment-definition (missing) in namespace (ns1): "
+        'network-attachment-definitions.k8s.cni.cncf.io "missing" not found'
+    )
+    assert out.json["details"] == "NoNetworkFound"
+
+
+def test_shorthand_errors_are_multus_texts(shim):
+    shim.kube.add_pod("ns1", "pod1", "uid-1", {NETWORKS: "a/b/c"})
+    out = shim.run("ADD", shim.conf())
+    assert out.json["msg"] == (
+        "Multus: [ns1/pod1/uid-1]: error loading k8s delegates k8s args: parsePodNetworkAnnotation: "
+        "parsePodNetworkObjectName: Invalid network object (failed at '/')"
+    )
+
+
+def test_a_failed_delegate_add_keeps_multus_wrapping_and_names_the_reason_in_details(shim):
+    shim.kube.add_pod("ns1", "pod1", "uid-1", {NETWORKS: "net-b"})
+    shim.kube.add_nad("ns1", "net-b", _nad_conf("b", "plug-b"))
+    shim.executor.failures[("plug-b", "ADD")] = CniError("DelegateFailed", "no VF", 11)
+    out = shim.run("ADD", shim.conf())
+    assert out.json["msg"] == '[ns1/pod1/uid-1:b]: error adding container to network "b": no VF'
+    assert out.json["details"] == "DelegateFailed"
+
+
+def test_cni_args_errors_are_multus_texts_with_the_reason_beside(shim):
+    out = shim.run("ADD", shim.conf(), args="K8S_POD_NAMESPACE=ns1;K8S_POD_NAME=pod1;BOGUS=1")
+    assert out.json["msg"] == 'Multus: error getting k8s args: ARGS: unknown args ["BOGUS"]'
+    assert out.json["details"] == "InvalidCniArgs"
