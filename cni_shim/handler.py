@@ -21,12 +21,14 @@ from cni_shim.core.netconf import NetConf
 from cni_shim.core.network import Network
 from cni_shim.core.network import parse as parse_network
 from cni_shim.errors import (
+    INTERNAL,
     INVALID_NETWORK_CONFIG,
     IO_FAILURE,
     TRY_AGAIN_LATER,
     UNKNOWN_CONTAINER,
     CniError,
     KubeApiError,
+    delegate_error,
 )
 from cni_shim.ports import CacheStore, Clock, Executor, KubeApi, Log, ManyNads, Routes
 from cni_shim.runner import Attachment, Runner, cache_key, negotiate, probe_versions
@@ -432,11 +434,10 @@ def _add(ctx: _Ctx) -> Json:
             result = runner.add(net, d.cni_version, _attachment(ctx, the_plan, d, adding=True))
         except CniError as exc:
             _rollback(ctx, the_plan, idx)
-            raise CniError(
-                exc.reason,
-                f'[{ctx.pod_args.label()}:{net.name}]: error adding container to network "{net.name}": {exc.message}',
-                exc.code,
-                exc.cni_details,
+            # Multus wraps the delegate's error with %v: its text survives, its code becomes 999.
+            raise exc.wrap(
+                f'[{ctx.pod_args.label()}:{net.name}]: error adding container to network "{net.name}": ',
+                INTERNAL,
             ) from exc
         if d.route_override and (result.get("interfaces") or result.get("ips")):
             att = _attachment(ctx, the_plan, d, adding=True)
@@ -553,16 +554,23 @@ def _delete_plan(ctx: _Ctx, p: delegateplan.Plan) -> list[tuple[delegateplan.Pla
         try:
             runner.delete(net, d.cni_version, _attachment(ctx, p, d, adding=False))
         except CniError as exc:
-            failures.append((d, exc))
+            failures.append((d, exc.wrap(_verb_context("Del", net))))
     return failures
 
 
-def _combined(failures: Sequence[CniError]) -> CniError:
-    if len(failures) == 1:
-        return failures[0]
-    return CniError(
-        failures[0].reason, "errors: " + " / ".join(f.message for f in failures), failures[0].code
-    )
+def _verb_context(verb: str, net: Network) -> str:
+    """Multus's DelegateDel/DelegateCheck wrapping of a delegate's error."""
+    if net.conflist:
+        return (
+            f'Delegate{verb}: error invoking Conflist{verb} - "{net.name}": conflist{verb}: '
+            f"error in getting result from {verb}NetworkList: "
+        )
+    return f'Delegate{verb}: error invoking Delegate{verb} - "{net.first_type}": error in getting result from {verb}Network: '
+
+
+def _combined(failures: Sequence[CniError], prefix: str = "errors: ", sep: str = " / ") -> CniError:
+    """Multus's delPlugins answer: every failure joined, untyped (999), even a single one."""
+    return CniError(failures[0].reason, prefix + sep.join(f.message for f in failures), INTERNAL)
 
 
 def _delete(ctx: _Ctx) -> None:
@@ -625,11 +633,11 @@ def _check(ctx: _Ctx) -> None:
         )
     runner = Runner(ctx.svc.executor, ctx.store)
     for d in cached.delegates:
-        runner.check(
-            parse_network(d.conf, f"delegate {d.name}"),
-            d.cni_version,
-            _attachment(ctx, cached, d, adding=False),
-        )
+        net = parse_network(d.conf, f"delegate {d.name}")
+        try:
+            runner.check(net, d.cni_version, _attachment(ctx, cached, d, adding=False))
+        except CniError as exc:
+            raise exc.wrap(_verb_context("Check", net), INTERNAL) from exc
 
 
 def _first_delegate(ctx: _Ctx) -> Candidate:
@@ -646,8 +654,21 @@ def _status(ctx: _Ctx) -> None:
     first = _first_delegate(ctx)
     net = parse_network(first.conf, f"delegate {first.name}")
     version = _status_version(ctx, net)
-    if version is not None:
+    if version is None:
+        return
+    try:
         Runner(ctx.svc.executor, ctx.store).status(net, version, _bare_attachment(ctx))
+    except CniError as exc:
+        # A delegate's own error comes back as it printed it (code 50/51 survive); others are wrapped.
+        passed = delegate_error(exc)
+        if passed is not exc:
+            raise passed from exc
+        context = (
+            "error in STATUS command: "
+            if net.conflist
+            else "error in getting result from StatusNetworkList: "
+        )
+        raise exc.wrap(context, INTERNAL) from exc
 
 
 def _status_version(ctx: _Ctx, net: Network) -> str | None:
@@ -703,7 +724,8 @@ def _gc(ctx: _Ctx) -> None:
         if version is not None:
             failures.extend(runner.gc(net, version, _bare_attachment(ctx), attachments))
     if failures:
-        raise _combined(failures)
+        # libcni joins a GC's errors with newlines; Multus prefixes them.
+        raise _combined(failures, "error in GC command: ", "\n")
 
 
 def _cni_version(stdin: bytes) -> str:

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from cni_shim.errors import CniError, KubeApiError
+from cni_shim.node.execution import plugin_failure
 
 NETWORKS = "k8s.v1.cni.cncf.io/networks"
 
@@ -49,7 +50,7 @@ def test_failed_add_rolls_back_in_reverse_including_the_failing_delegate(shim):
     shim.executor.failures[("plug-b", "ADD")] = CniError("DelegateFailed", "no VF", 11)
     out = shim.run("ADD", shim.conf())
     assert out.status == 1
-    assert out.json["code"] == 11
+    assert out.json["code"] == 999  # Multus wraps the delegate's error untyped
     assert 'error adding container to network "b"' in out.json["msg"]
     assert shim.executor.commands() == [
         ("ptp", "ADD", "eth0"),
@@ -119,7 +120,11 @@ def test_retry_delete_on_error_keeps_the_cache_only_when_asked(shim, retry, kept
     shim.executor.failures[("ptp", "DEL")] = CniError("DelegateFailed", "busy", 11)
     out = shim.run("DEL", conf)
     assert out.status == 1
-    assert out.json["code"] == 11
+    # Multus's delPlugins answer: every failure joined behind "errors: ", untyped (999).
+    assert out.json["code"] == 999
+    assert out.json["msg"] == (
+        'errors: DelegateDel: error invoking DelegateDel - "ptp": error in getting result from DelNetwork: busy'
+    )
     assert (shim.plan_doc() is not None) is kept
 
 
@@ -305,9 +310,11 @@ def test_status_runs_only_on_a_1_1_master(shim):
     assert shim.run("STATUS", conf).status == 0
     assert shim.executor.calls == []  # master is 1.0.0: skipped, never sent STATUS
     conf = shim.conf(cniVersion="1.1.0", delegates=[{"cniVersion": "1.1.0", "name": "c", "type": "ptp"}])
-    shim.executor.failures[("ptp", "STATUS")] = CniError("DelegateFailed", "not ready", 50)
+    shim.executor.failures[("ptp", "STATUS")] = plugin_failure(
+        "ptp", 1, b'{"code": 50, "msg": "not ready"}', b""
+    )
     out = shim.run("STATUS", conf)
-    assert out.status == 1 and out.json["code"] == 50
+    assert out.status == 1 and (out.json["code"], out.json["msg"]) == (50, "not ready")
 
 
 def test_cache_keeps_exact_delegate_bytes(shim):

@@ -85,3 +85,71 @@ def test_cni_args_errors_are_multus_texts_with_the_reason_beside(shim):
     out = shim.run("ADD", shim.conf(), args="K8S_POD_NAMESPACE=ns1;K8S_POD_NAME=pod1;BOGUS=1")
     assert out.json["msg"] == 'Multus: error getting k8s args: ARGS: unknown args ["BOGUS"]'
     assert out.json["details"] == "InvalidCniArgs"
+
+
+# ---------------------------------------------------------------- point 2: a delegate's own error
+
+
+def _status_conf(shim, **delegate):
+    return shim.conf(
+        cniVersion="1.1.0", delegates=[{"cniVersion": "1.1.0", "name": "c", "type": "plug", **delegate}]
+    )
+
+
+def test_a_delegate_status_error_passes_through_unchanged(shim):
+    shim.executor.failures[("plug", "STATUS")] = _delegate_error(50, "status failed", "the agent is down")
+    out = shim.run("STATUS", _status_conf(shim))
+    assert out.status == 1
+    assert out.json == {
+        "cniVersion": "1.1.0",
+        "code": 50,
+        "msg": "status failed",
+        "details": "the agent is down",
+    }
+
+
+def test_a_delegate_status_error_of_a_conflist_passes_through_unchanged(shim):
+    conf = shim.conf(
+        cniVersion="1.1.0", delegates=[{"cniVersion": "1.1.0", "name": "c", "plugins": [{"type": "plug"}]}]
+    )
+    shim.executor.failures[("plug", "STATUS")] = _delegate_error(51, "degraded")
+    out = shim.run("STATUS", conf)
+    assert (out.json["code"], out.json["msg"]) == (51, "degraded")
+    assert "details" not in out.json
+
+
+def test_a_delegate_add_error_is_wrapped_untyped_as_multus_does(shim):
+    shim.kube.add_pod("ns1", "pod1", "uid-1")
+    shim.executor.failures[("ptp", "ADD")] = _delegate_error(50, "add failed")
+    out = shim.run("ADD", shim.conf(), args=ADD_ARGS)
+    assert (out.json["code"], out.json["msg"]) == (
+        999,
+        '[ns1/pod1/uid-1:cluster]: error adding container to network "cluster": add failed',
+    )
+    assert out.json["details"] == "DelegateFailed"
+
+
+def test_a_delegate_del_error_is_multus_del_plugins_text(shim):
+    shim.kube.add_pod("ns1", "pod1", "uid-1")
+    assert shim.run("ADD", shim.conf(), args=ADD_ARGS).status == 0
+    shim.executor.failures[("ptp", "DEL")] = _delegate_error(50, "del failed")
+    out = shim.run("DEL", shim.conf(), args=ADD_ARGS)
+    assert (out.json["code"], out.json["msg"]) == (
+        999,
+        'errors: DelegateDel: error invoking DelegateDel - "ptp": error in getting result from DelNetwork: del failed',
+    )
+
+
+def test_a_delegate_check_error_is_multus_delegate_check_text(shim):
+    shim.kube.add_pod("ns1", "pod1", "uid-1")
+    conf = shim.conf(
+        cniVersion="0.4.0", delegates=[{"cniVersion": "0.4.0", "name": "cluster", "type": "ptp"}]
+    )
+    assert shim.run("ADD", conf, args=ADD_ARGS).status == 0
+    shim.executor.failures[("ptp", "CHECK")] = _delegate_error(50, "check failed")
+    out = shim.run("CHECK", conf, args=ADD_ARGS)
+    assert (out.json["code"], out.json["msg"]) == (
+        999,
+        'DelegateCheck: error invoking DelegateCheck - "ptp": error in getting result from CheckNetwork: '
+        "check failed",
+    )
