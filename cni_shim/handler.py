@@ -51,6 +51,15 @@ MAX_FILE_NAME = 255
 _RETRYABLE_STATUS = (0, 500, 503)
 
 
+def stat_netns(path: str) -> str | None:
+    """Why CNI_NETNS cannot be the Pod's netns (Go's ns.GetNS wording), None when it exists: one stat."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return f'failed to Statfs "{path}": {(exc.strerror or str(exc)).lower()}'
+    return None
+
+
 @dataclass(frozen=True)
 class Services:
     """The adapters a mode plugs in; factories take the decoded config because it names dirs and kubeconfig."""
@@ -62,6 +71,8 @@ class Services:
     clock: Clock
     delegate_env: Mapping[str, str]
     routes: Routes
+    # Checks the ADD's CNI_NETNS before the first delegate runs (Multus's validateIfName).
+    netns_problem: Callable[[str], str | None] = stat_netns
 
 
 @dataclass(frozen=True)
@@ -431,6 +442,8 @@ def _add(ctx: _Ctx) -> Json:
     for idx, d in enumerate(the_plan.delegates):
         net = parse_network(d.conf, f"delegate {d.name}")
         try:
+            if idx == 0:
+                _check_netns(ctx, net, d.ifname)
             result = runner.add(net, d.cni_version, _attachment(ctx, the_plan, d, adding=True))
         except CniError as exc:
             _rollback(ctx, the_plan, idx)
@@ -451,6 +464,22 @@ def _add(ctx: _Ctx) -> Json:
     if kube is not None and pod is not None:
         _write_network_status(ctx, kube, entries, pod)
     return results.convert(master_result, ctx.version)
+
+
+def _check_netns(ctx: _Ctx, net: Network, ifname: str) -> None:
+    """Multus refuses a netns that does not exist in DelegateAdd, before the delegate runs (and then
+    rolls that delegate back like any failed one); the netns is the same for every delegate, so
+    it is checked once."""
+    problem = ctx.svc.netns_problem(ctx.req.netns)
+    if problem is None:
+        return
+    conf_type = "" if net.conflist else net.first_type
+    raise CniError(
+        reasons.NETNS_NOT_FOUND,
+        f'DelegateAdd: cannot set "{conf_type}" interface name to "{ifname}": validateIfName: '
+        f"no net namespace {ctx.req.netns} found: {problem}",
+        INTERNAL,
+    )
 
 
 def _rollback(ctx: _Ctx, p: delegateplan.Plan, failed: int) -> None:

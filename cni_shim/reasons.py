@@ -41,6 +41,7 @@ INVALID_DELEGATE_RESULT: Final = "InvalidDelegateResult"
 INVALID_RESULT: Final = "InvalidResult"
 RESULT_NOT_CONVERTIBLE: Final = "ResultNotConvertible"
 DEFAULT_ROUTE_FAILED: Final = "DefaultRouteFailed"
+NETNS_NOT_FOUND: Final = "NetnsNotFound"
 # The delegate cache (DEL and CHECK replay what ADD ran).
 UNKNOWN_CONTAINER: Final = "UnknownContainer"
 DELEGATE_CACHE_UNREADABLE: Final = "DelegateCacheUnreadable"
@@ -171,6 +172,10 @@ MEANINGS: Final[dict[str, tuple[str, str]]] = {
     DEFAULT_ROUTE_FAILED: (
         "Adjusting the default route in the Pod (default-route selection) failed.",
         "Check the gateway in the networks annotation and the delegate's routes.",
+    ),
+    NETNS_NOT_FOUND: (
+        "The ADD's CNI_NETNS names no network namespace; no delegate was added.",
+        "Check the runtime's sandbox: it passed a netns path that does not exist (or is gone).",
     ),
     UNKNOWN_CONTAINER: (
         "DEL or CHECK for a container that has no delegate cache: it was never added.",

@@ -51,6 +51,8 @@ class ShimHarness:
         self.clock = FakeClock()
         self.log = ListLog()
         self.routes = FakeRoutes()
+        # CNI_NETNS paths that do not exist (every other path stands for a live netns).
+        self.missing_netns: set[str] = set()
 
     def services(self, env: Mapping[str, str]) -> Services:
         def kube_for(conf: NetConf) -> FakeKube | None:
@@ -64,6 +66,11 @@ class ShimHarness:
             clock=self.clock,
             delegate_env={"PATH": os.environ.get("PATH", "")},
             routes=self.routes,
+            netns_problem=lambda path: (
+                f'failed to Statfs "{path}": no such file or directory'
+                if path in self.missing_netns
+                else None
+            ),
         )
 
     def conf(self, **overrides: Any) -> dict[str, Any]:

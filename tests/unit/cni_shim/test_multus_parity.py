@@ -153,3 +153,33 @@ def test_a_delegate_check_error_is_multus_delegate_check_text(shim):
         'DelegateCheck: error invoking DelegateCheck - "ptp": error in getting result from CheckNetwork: '
         "check failed",
     )
+
+
+# ---------------------------------------------------------------- point 3: CNI_NETNS on ADD
+
+
+def test_an_add_into_a_missing_netns_is_refused_before_any_delegate_adds(shim):
+    shim.kube.add_pod("ns1", "pod1", "uid-1", {NETWORKS: "net-b"})
+    shim.kube.add_nad("ns1", "net-b", _nad_conf("b", "plug-b"))
+    shim.missing_netns.add("fsdadfad")
+    out = shim.run("ADD", shim.conf(), netns="fsdadfad", args=ADD_ARGS)
+    assert out.status == 1
+    assert (out.json["code"], out.json["msg"]) == (
+        999,
+        '[ns1/pod1/uid-1:cluster]: error adding container to network "cluster": DelegateAdd: cannot set "ptp" '
+        'interface name to "eth0": validateIfName: no net namespace fsdadfad found: '
+        'failed to Statfs "fsdadfad": no such file or directory',
+    )
+    assert out.json["details"] == "NetnsNotFound"
+    # Nothing was added; like Multus, the first delegate is rolled back (DEL is idempotent).
+    assert shim.executor.commands() == [("ptp", "DEL", "eth0")]
+
+
+def test_the_real_netns_check_is_one_stat():
+    from cni_shim.handler import stat_netns  # noqa: PLC0415
+
+    assert stat_netns("/proc/self/ns/net") is None
+    assert (
+        stat_netns("/nonexistent/fsdadfad")
+        == 'failed to Statfs "/nonexistent/fsdadfad": no such file or directory'
+    )
