@@ -161,16 +161,24 @@ def _is_static_pod(pod: Mapping[str, Any]) -> bool:
 
 
 def _get_pod(ctx: _Ctx, kube: KubeApi) -> Json | None:
-    """Multus GetPod: retry transient failures within a short budget; None means NotFound."""
+    """Multus GetPod on ADD: within POD_RETRY_BUDGET retry transient failures and NotFound (a Pod
+    the runtime names may not be visible yet); None means still NotFound when the budget ends.
+
+    Only ADD reads through here: DEL never waits for a Pod. Every attempt after the first is a
+    live GET, so the interval is Multus's live one (250 ms), not its informer's 50 ms.
+    """
     clock = ctx.svc.clock
     deadline = clock.monotonic() + POD_RETRY_BUDGET
     while True:
         try:
-            return kube.get_pod(ctx.pod_args.namespace, ctx.pod_args.name)
+            pod = kube.get_pod(ctx.pod_args.namespace, ctx.pod_args.name)
         except KubeApiError as exc:
             if exc.status not in _RETRYABLE_STATUS or clock.monotonic() + POD_RETRY_INTERVAL > deadline:
                 raise exc.wrap(f"{ctx.cmd_err()}error waiting for pod: ") from exc
-            clock.sleep(POD_RETRY_INTERVAL)
+        else:
+            if pod is not None or clock.monotonic() + POD_RETRY_INTERVAL > deadline:
+                return pod
+        clock.sleep(POD_RETRY_INTERVAL)
 
 
 def _verify_uid(ctx: _Ctx, pod: Mapping[str, Any]) -> None:

@@ -183,3 +183,55 @@ def test_the_real_netns_check_is_one_stat():
         stat_netns("/nonexistent/fsdadfad")
         == 'failed to Statfs "/nonexistent/fsdadfad": no such file or directory'
     )
+
+
+# ---------------------------------------------------------------- point 4: a Pod not visible yet
+
+
+class _AppearsLater:
+    """A FakeKube whose Pod becomes visible after ``misses`` NotFound answers."""
+
+    def __init__(self, kube, misses: int) -> None:
+        self._kube = kube
+        self.misses = misses
+
+    def __getattr__(self, name):
+        return getattr(self._kube, name)
+
+    def get_pod(self, namespace, name):
+        if self.misses:
+            self.misses -= 1
+            self._kube.reads.append(("pod", namespace, name))
+            return None
+        return self._kube.get_pod(namespace, name)
+
+
+def test_add_waits_for_a_pod_that_appears_within_the_budget(shim):
+    from cni_shim import handler  # noqa: PLC0415
+
+    shim.kube.add_pod("ns1", "pod1", "uid-1", {NETWORKS: "net-b"})
+    shim.kube.add_nad("ns1", "net-b", _nad_conf("b", "plug-b"))
+    shim.kube = _AppearsLater(shim.kube, misses=4)  # about a second at the retry interval
+    out = shim.run("ADD", shim.conf(), args=ADD_ARGS)
+    assert out.status == 0, out.stdout
+    assert shim.executor.commands() == [("ptp", "ADD", "eth0"), ("plug-b", "ADD", "net1")]
+    assert shim.clock.sleeps == [handler.POD_RETRY_INTERVAL] * 4
+
+
+def test_add_gives_up_on_a_missing_pod_when_the_budget_ends(shim):
+    from cni_shim import handler  # noqa: PLC0415
+
+    out = shim.run("ADD", shim.conf(), args=ADD_ARGS)
+    assert out.status == 0
+    assert out.json["ips"] == [{"address": "0.0.0.0/0", "gateway": "0.0.0.0"}]
+    assert shim.executor.calls == []
+    assert shim.clock.now <= handler.POD_RETRY_BUDGET
+    pod_reads = [r for r in shim.kube.reads if r[0] == "pod"]
+    assert len(pod_reads) == int(handler.POD_RETRY_BUDGET / handler.POD_RETRY_INTERVAL) + 1
+
+
+def test_del_never_waits_for_a_pod(shim):
+    out = shim.run("DEL", shim.conf(), args=ADD_ARGS)
+    assert out.status == 0
+    assert shim.clock.sleeps == []
+    assert [r for r in shim.kube.reads if r[0] == "pod"] == [("pod", "ns1", "pod1")]
