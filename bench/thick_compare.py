@@ -1,4 +1,5 @@
-"""CNI ADD+DEL side by side: cni-shim (thick live reads on/off, thin) vs Multus (thick, thin).
+"""CNI ADD+DEL side by side: cni-shim (thick live reads on/off, thin; Pod Events on, and off for
+thick live and thin) vs Multus (thick, thin; Multus always records its Events).
 
     python -m bench.thick_compare [--cycles 200] [--warmup 5] [--setups live,multus-thick]
 
@@ -7,7 +8,8 @@ two NADs and the same real delegates (ptp + host-local for the cluster network a
 in one network namespace. One cycle is the runtime's ADD then DEL of one container, each a fresh
 plugin process; the setups take turns cycle by cycle so machine drift hits them alike. Each setup
 talks to the API server as its own user, so the audit log attributes every request, and each
-request is counted for the ADD or the DEL whose wall-clock window it arrived in. Also: each
+request is counted for the ADD or the DEL whose wall-clock window it arrived in (a Pod Event,
+which the daemon writes after its reply, for the ADD before it). Also: each
 shim's process start-up (VERSION). Needs root (netns) and the built tools (k8s, etcd, plugins,
 multus).
 """
@@ -52,14 +54,25 @@ NADS = ("side-a", "side-b")
 OURS_LIVE = "cni-shim thick, live reads on"
 OURS_CACHED = "cni-shim thick, live reads off"
 OURS_THIN = "cni-shim thin"
+# Pod Events (issue #18 point 5) are on by default, as in Multus; these two turn them off.
+OURS_LIVE_QUIET = "cni-shim thick, live, events off"
+OURS_THIN_QUIET = "cni-shim thin, events off"
 MULTUS_THICK = "Multus thick"
 MULTUS_THIN = "Multus thin"
-PEER = {OURS_LIVE: MULTUS_THICK, OURS_CACHED: MULTUS_THICK, OURS_THIN: MULTUS_THIN}
+PEER = {
+    OURS_LIVE: MULTUS_THICK,
+    OURS_CACHED: MULTUS_THICK,
+    OURS_THIN: MULTUS_THIN,
+    OURS_LIVE_QUIET: MULTUS_THICK,
+    OURS_THIN_QUIET: MULTUS_THIN,
+}
 # Short names for --setups, so a profiling session can run only the pair it is working on.
 SHORT = {
     "live": OURS_LIVE,
     "cached": OURS_CACHED,
     "thin": OURS_THIN,
+    "live-quiet": OURS_LIVE_QUIET,
+    "thin-quiet": OURS_THIN_QUIET,
     "multus-thick": MULTUS_THICK,
     "multus-thin": MULTUS_THIN,
 }
@@ -174,14 +187,22 @@ def _received(event: Any) -> float:
 
 
 def api_calls(bed: TestBed, since: int, setup: Setup) -> dict[str, dict[str, float]]:
-    """Requests per ADD and per DEL by verb and resource; informer lists and watches are left out."""
+    """Requests per ADD and per DEL by verb and resource; informer lists and watches are left out.
+
+    A Pod Event the daemon writes after its reply is the ADD's cost too: it counts for the last ADD
+    that started before it, wherever it lands."""
     starts = [w[0] for w in setup.windows]
     tally: dict[str, dict[str, int]] = {"ADD": {}, "DEL": {}}
     for e in bed.audit.events(since=since, user=setup.user):
         if e.verb in ("list", "watch"):
             continue
         at = bisect_right(starts, _received(e)) - 1
-        if at < 0 or _received(e) > setup.windows[at][1]:
+        if e.resource == "events":
+            while at >= 0 and setup.windows[at][2] != "ADD":
+                at -= 1
+            if at < 0:
+                continue
+        elif at < 0 or _received(e) > setup.windows[at][1]:
             continue  # outside every request: start-up or background work
         what = f"{e.verb} {e.resource}" + (f"/{e.subresource}" if e.subresource else "")
         per = tally[setup.windows[at][2]]
@@ -298,15 +319,22 @@ def _identity(bed: TestBed, user: str, rules: list[dict[str, Any]]) -> Path:
 
 
 def _our_daemon(
-    stack: ExitStack, bed: TestBed, work: Path, common: dict[str, Any], live: bool, user: str
+    stack: ExitStack,
+    bed: TestBed,
+    work: Path,
+    common: dict[str, Any],
+    live: bool,
+    user: str,
+    events: bool = True,
 ) -> DaemonProc:
-    daemon_dir = work / f"ours-{'live' if live else 'cached'}"
+    daemon_dir = work / f"ours-{'live' if live else 'cached'}{'' if events else '-quiet'}"
     daemon_dir.mkdir()
     config = {
         **common,
         "cniDir": str(daemon_dir / "cache"),
         "kubeconfig": str(_identity(bed, user, DAEMON_RULES)),
         "liveNetworkConfigOnAdd": live,
+        "podEvents": events,
     }
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
     env["NODE_NAME"] = bed.node_name
@@ -327,7 +355,7 @@ def _daemon_side(daemon: DaemonProc) -> dict[str, dict[str, Any]]:
 def measure(
     bed: TestBed, tools: ToolSet, work: Path, cycles: int, warmup: int, only: Collection[str] = ()
 ) -> dict[str, Any]:
-    """The setups (all five unless `only` names some), cycle by cycle in turn; returns per-setup
+    """The setups (all seven unless `only` names some), cycle by cycle in turn; returns per-setup
     latency (ADD+DEL and each verb alone), ratios and API calls."""
     multus_dir = tools.require("multus")
     bin_dir = make_cni_bin_dir(work / "bin", tools)
@@ -344,22 +372,24 @@ def measure(
     with ExitStack() as stack:
         netns = stack.enter_context(network_namespace())
 
-        def ours(label: str, live: bool) -> Setup:
-            user = f"bench-{'live' if live else 'cached'}-{tag}"
-            daemons[label] = _our_daemon(stack, bed, work, common, live, user)
+        def ours(label: str, live: bool, events: bool = True) -> Setup:
+            user = f"bench-{'live' if live else 'cached'}{'' if events else '-quiet'}-{tag}"
+            daemons[label] = _our_daemon(stack, bed, work, common, live, user, events)
             daemon = daemons[label]
             assert daemon.proc is not None
             return Setup(label, bin_dir / "cni-shim", shim_conf(daemon), user, daemon.proc.pid)
 
-        def thin(label: str, plugin: str, rules: list[dict[str, Any]]) -> Setup:
-            user = f"bench-{plugin}-thin-{tag}"
+        def thin(label: str, plugin: str, rules: list[dict[str, Any]], **extra: Any) -> Setup:
+            quiet = "-quiet" if extra else ""
+            user = f"bench-{plugin}-thin{quiet}-{tag}"
             conf = {
                 "cniVersion": "1.0.0",
                 "name": "multus-cni-network",
                 "type": plugin,
                 **common,
-                "cniDir": str(work / f"{plugin}-thin-cache"),
+                "cniDir": str(work / f"{plugin}-thin{quiet}-cache"),
                 "kubeconfig": str(_identity(bed, user, rules)),
+                **extra,
             }
             return Setup(label, bin_dir / plugin, conf, user)
 
@@ -379,6 +409,8 @@ def measure(
             OURS_LIVE: lambda: ours(OURS_LIVE, True),
             OURS_CACHED: lambda: ours(OURS_CACHED, False),
             OURS_THIN: lambda: thin(OURS_THIN, "cni-shim", DAEMON_RULES),
+            OURS_LIVE_QUIET: lambda: ours(OURS_LIVE_QUIET, True, events=False),
+            OURS_THIN_QUIET: lambda: thin(OURS_THIN_QUIET, "cni-shim", DAEMON_RULES, podEvents=False),
             MULTUS_THICK: lambda: multus_thick(MULTUS_THICK),
             MULTUS_THIN: lambda: thin(MULTUS_THIN, "multus", MULTUS_RULES),
         }
@@ -465,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cycles", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument(
-        "--setups", default="", help=f"comma-separated subset of {', '.join(SHORT)} (default: all five)"
+        "--setups", default="", help=f"comma-separated subset of {', '.join(SHORT)} (default: all seven)"
     )
     opts = parser.parse_args(argv)
     unknown = [name for name in opts.setups.split(",") if name and name not in SHORT]

@@ -26,6 +26,7 @@ from cni_shim.node.execution import ProcessExecutor
 from cni_shim.node.versioncache import VersionCache
 from cni_shim.ports import KubeApi
 from cni_shim.thick.dispatch import Dispatcher
+from cni_shim.thick.events import EventQueue
 from cni_shim.thick.metrics import Metrics
 from cni_shim.thick.server import Hooks, State, listen
 from sriov_contract.errors import ReasonedError
@@ -144,7 +145,8 @@ def run(conf: DaemonConfig, env: dict[str, str], *, test_hooks: bool, log: JsonL
     base = lambda env: replace(wiring.services(env), executor=executor)  # noqa: E731
     readers = ThreadPoolExecutor(NAD_READERS, thread_name_prefix="nad-read") if api is not None else None
     views = DaemonViews(api, pods, nads, metrics, readers)
-    dispatcher = Dispatcher(conf.raw, views, metrics, log, base_services=base)
+    pod_events = EventQueue(api, metrics, log).start() if api is not None else None
+    dispatcher = Dispatcher(conf.raw, views, metrics, log, base_services=base, pod_events=pod_events)
     hooks = None
     if test_hooks:
 
@@ -197,6 +199,8 @@ def run(conf: DaemonConfig, env: dict[str, str], *, test_hooks: bool, log: JsonL
     server.serve_forever()
     stop.set()
     server.server_close()
+    if pod_events is not None:
+        pod_events.stop(DRAIN_SECONDS)
     return 0
 
 

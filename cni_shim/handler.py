@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from cni_shim import reasons
 from cni_shim.core import cniargs, delegateplan, delegates, netconf, netstatus, protocol, results, versions
+from cni_shim.core import events as pod_events
 from cni_shim.core.delegates import Candidate
 from cni_shim.core.netconf import NetConf
 from cni_shim.core.network import Network
@@ -30,7 +32,7 @@ from cni_shim.errors import (
     KubeApiError,
     delegate_error,
 )
-from cni_shim.ports import CacheStore, Clock, Executor, KubeApi, Log, ManyNads, Routes
+from cni_shim.ports import CacheStore, Clock, EventSink, Executor, KubeApi, Log, ManyNads, Routes
 from cni_shim.runner import Attachment, Runner, cache_key, negotiate, probe_versions
 from sriov_contract import keys
 from sriov_contract import reasons as contract_reasons
@@ -73,6 +75,8 @@ class Services:
     routes: Routes
     # Checks the ADD's CNI_NETNS before the first delegate runs (Multus's validateIfName).
     netns_problem: Callable[[str], str | None] = stat_netns
+    # Pod Events (AddedInterface, NoNetworkFound); None writes none whatever the config says.
+    events: EventSink | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,7 @@ class _Ctx:
     svc: Services
     store: CacheStore
     log: Log
+    events: list[Json] = field(default_factory=list)  # this ADD's Pod Events, published at its end
 
     @property
     def search_path(self) -> tuple[str, ...]:
@@ -123,7 +128,10 @@ def _handle(req: protocol.Request, svc: Services) -> Json | None:
     pod_args = cniargs.parse(req.args) if req.command in ("ADD", "DEL", "CHECK") else cniargs.PodArgs()
     ctx = _Ctx(req, conf, version, pod_args, svc, svc.store_for(conf.cni_dir), svc.log_for(conf))
     if req.command == "ADD":
-        return _add(ctx)
+        try:
+            return _add(ctx)
+        finally:
+            _publish_events(ctx)
     if req.command == "DEL":
         _delete(ctx)
     elif req.command == "CHECK":
@@ -238,6 +246,10 @@ def _nad_candidate(
     ctx: _Ctx, nad: Json | None, sel: NetworkSelection, pod: Json, registry: Registry | None, *, guarded: bool
 ) -> Candidate:
     if nad is None:
+        kube = ctx.svc.kube_for(ctx.conf)
+        cached = kube is not None and not kube.pod_reads_live
+        message = pod_events.no_network_found_message(sel.namespace, sel.name, cached=cached)
+        _record_event(ctx, pod, pod_events.WARNING, pod_events.NO_NETWORK_FOUND, message)
         raise CniError(
             reasons.NO_NETWORK_FOUND,
             f"getKubernetesDelegate: cannot find a network-attachment-definition ({sel.name}) in namespace "
@@ -465,6 +477,10 @@ def _add(ctx: _Ctx) -> Json:
             ctx.svc.routes.replace_defaults(att.netns, d.ifname, d.default_route)
             runner.rewrite_default_routes(net, d.cni_version, att, d.default_route)
         ctx.log.verbose(f"Add: {ctx.pod_args.label()}:{d.name}({net.name}):{d.ifname} {json.dumps(result)}")
+        if pod is not None:
+            message = pod_events.added_interface_message(d.ifname, result, d.name)
+            if message is not None:
+                _record_event(ctx, pod, pod_events.NORMAL, pod_events.ADDED_INTERFACE, message)
         if master_result is None or d.master:
             master_result = result
         entries.extend(netstatus.statuses(result, d.name, d.master))
@@ -472,6 +488,22 @@ def _add(ctx: _Ctx) -> Json:
     if kube is not None and pod is not None:
         _write_network_status(ctx, kube, entries, pod)
     return results.convert(master_result, ctx.version)
+
+
+def _record_event(ctx: _Ctx, pod: Mapping[str, Any], event_type: str, reason: str, message: str) -> None:
+    if ctx.conf.pod_events and ctx.svc.events is not None:
+        ref = pod_events.pod_reference(pod)
+        ctx.events.append(pod_events.event(ref, event_type, reason, message, time.time()))
+
+
+def _publish_events(ctx: _Ctx) -> None:
+    """Hand this ADD's Events to the sink; a failure costs only a log line, never the ADD."""
+    if not ctx.events or ctx.svc.events is None:
+        return
+    try:
+        ctx.svc.events.publish(ctx.events)
+    except Exception as exc:
+        ctx.log.warning(f"{ctx.prefix()}could not record {len(ctx.events)} Pod Event(s): {exc}")
 
 
 def _check_netns(ctx: _Ctx, net: Network, ifname: str) -> None:

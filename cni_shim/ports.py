@@ -55,6 +55,14 @@ class ManyNads(Protocol):
         ...
 
 
+class EventSink(Protocol):
+    """Where an ADD's Pod Events go (core/v1 Event objects, cni_shim.core.events). Best effort:
+    thin mode writes them with a short timeout, the daemon after its reply; may raise, and the
+    core only logs that."""
+
+    def publish(self, events: Sequence[Mapping[str, Any]]) -> None: ...
+
+
 class Routes(Protocol):
     """Default routes inside a Pod network namespace (Multus default-route handling)."""
 

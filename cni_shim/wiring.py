@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 
 from cni_shim.core.netconf import NetConf
 from cni_shim.handler import Services
+from cni_shim.kube.events import ThinEvents
 from cni_shim.node.cache import FileCacheStore
 from cni_shim.node.execution import ProcessExecutor
 from cni_shim.node.logs import Logger
@@ -54,4 +55,6 @@ def services(env: Mapping[str, str]) -> Services:
         clock=SystemClock(),
         delegate_env=dict(env),
         routes=IpRoutes(),
+        # The invocation's one API client, once the ADD has made it (none: no Events).
+        events=ThinEvents(lambda: next((c for c in clients.values() if c is not None), None)),
     )

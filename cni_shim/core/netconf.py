@@ -1,4 +1,5 @@
-"""The shim's own network configuration: Multus's keys, Multus's defaults, plus liveNetworkConfigOnAdd.
+"""The shim's own network configuration: Multus's keys, Multus's defaults, plus liveNetworkConfigOnAdd
+and podEvents (Multus's Pod Events, on unless false).
 
 Go's JSON decoder matches field names case-insensitively, so an existing 00-multus.conf that
 spells a key differently still works; we fold the known keys the same way.
@@ -50,6 +51,7 @@ _KNOWN = (
     "multusNamespace",
     "retryDeleteOnError",
     "liveNetworkConfigOnAdd",
+    "podEvents",
     "prevResult",
     "cni.dev/valid-attachments",
     "cni.dev/attachments",
@@ -79,6 +81,7 @@ class NetConf:
     multus_namespace: str = "kube-system"
     retry_delete_on_error: bool = False
     live_network_config_on_add: bool = False
+    pod_events: bool = True
     valid_attachments: tuple[tuple[str, str], ...] | None = None
 
 
@@ -184,6 +187,7 @@ def load(raw: dict[str, Any]) -> NetConf:
         multus_namespace=_typed(raw, "multusNamespace", str, "kube-system"),
         retry_delete_on_error=_typed(raw, "retryDeleteOnError", bool, False),
         live_network_config_on_add=_typed(raw, "liveNetworkConfigOnAdd", bool, False),
+        pod_events=_typed(raw, "podEvents", bool, True),
         valid_attachments=_attachments(raw),
     )
     if "prevResult" in raw and raw["prevResult"] is not None:

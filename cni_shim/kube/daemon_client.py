@@ -132,6 +132,16 @@ class ApiServer:
                 f"PUT {what} failed: HTTP {response.status}: {_message(data)}", response.status
             )
 
+    def post(self, path: str, body: Mapping[str, Any], what: str) -> int:
+        """POST an object; returns the HTTP status (201/200 created, 409 already there)."""
+        response = self._send("POST", path, body=body)
+        data = self._read(response, f"POST {what}")
+        if response.status not in (200, 201, 409):
+            raise KubeApiError(
+                f"POST {what} failed: HTTP {response.status}: {_message(data)}", response.status
+            )
+        return int(response.status)
+
     def list(self, path: str, query: Sequence[tuple[str, str]]) -> dict[str, Any]:
         response = self._send("GET", path, query, timeout=60.0)
         data = self._read(response, f"LIST {path}")

@@ -25,3 +25,7 @@ def pod_status_path(namespace: str, name: str) -> str:
 
 def nad_path(namespace: str, name: str) -> str:
     return f"{NAD_GROUP_PATH}/namespaces/{q(namespace)}/network-attachment-definitions/{q(name)}"
+
+
+def events_path(namespace: str) -> str:
+    return f"/api/v1/namespaces/{q(namespace)}/events"

@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 
 from cni_shim.errors import KubeApiError
 from cni_shim.kube.kubeconfig import Connection
-from cni_shim.kube.paths import REQUEST_TIMEOUT, nad_path, pod_path, pod_status_path
+from cni_shim.kube.paths import REQUEST_TIMEOUT, events_path, nad_path, pod_path, pod_status_path
 
 # A Pod or NAD is far below this; a bigger answer is refused rather than buffered.
 MAX_BODY = 32 * 1024 * 1024
@@ -215,6 +215,24 @@ class KubeClient:
             raise KubeApiError(
                 f"status update failed for pod {meta['namespace']}/{meta['name']}: HTTP {status}: {_reason(data)}",
                 status,
+            )
+
+    def create_event(self, event: Mapping[str, Any], timeout: float) -> None:
+        """POST one core/v1 Event, bounded by `timeout` instead of the usual request timeout."""
+        namespace = event["metadata"]["namespace"]
+        saved = self._timeout
+        self._timeout = timeout
+        if self._sock is not None:
+            self._sock.settimeout(timeout)
+        try:
+            status, data = self.request("POST", events_path(namespace), event)
+        finally:
+            self._timeout = saved
+            if self._sock is not None:
+                self._sock.settimeout(saved)
+        if status not in (200, 201, 409):  # 409: a same-named Event exists, which is this one
+            raise KubeApiError(
+                f"creating an Event in {namespace} failed: HTTP {status}: {_reason(data)}", status
             )
 
 

@@ -12,7 +12,7 @@ import json
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -22,6 +22,7 @@ from cni_shim.core import cniargs, netconf
 from cni_shim.core.protocol import render_error
 from cni_shim.errors import DECODE_FAILURE, CniError, reason_of
 from cni_shim.ports import KubeApi
+from cni_shim.thick.events import Collector
 
 MAX_BODY = 16 * 1024 * 1024
 
@@ -97,11 +98,17 @@ class Events(Protocol):
     def request(self, command: str, result: str, seconds: float) -> None: ...
 
 
+class PodEvents(Protocol):
+    def submit(self, events: Sequence[Mapping[str, Any]]) -> None: ...
+
+
 @dataclass(frozen=True)
 class Answer:
     status: int
     body: bytes
     result: str  # "ok" or the error reason, for metrics and logs
+    # Run by the server once the answer is sent (the request's Pod Events go to their queue).
+    after: Callable[[], None] | None = None
 
 
 def _reason(error_json: str) -> str:
@@ -123,6 +130,7 @@ class Dispatcher:
         *,
         base_services: Callable[[Mapping[str, str]], handler.Services] = wiring.services,
         clock: Callable[[], float] = time.monotonic,
+        pod_events: PodEvents | None = None,
     ) -> None:
         self._config = dict(daemon_config)
         self._views = views
@@ -130,6 +138,7 @@ class Dispatcher:
         self._log = log
         self._base = base_services
         self._clock = clock
+        self._pod_events = pod_events
         self.locks = KeyedLocks()
 
     def serve(self, body: bytes) -> Answer:
@@ -167,12 +176,17 @@ class Dispatcher:
 
         if command == "ADD" and not fields["uid"]:
             self._recover_uid(env, fields, live=live)
-        services = replace(self._base(env), kube_for=kube_for)
+        collector = Collector() if self._pod_events is not None else None
+        services = replace(self._base(env), kube_for=kube_for, events=collector)
         status, out, _ = handler.invoke(env, lambda: merged, lambda _env: services)
+        after = None
+        if collector is not None and collector.events and self._pod_events is not None:
+            submit, events = self._pod_events.submit, collector.events
+            after = lambda: submit(events)  # noqa: E731
         if status == 0:
             body = json.dumps({"Result": json.loads(out)}).encode() if out else b""
-            return Answer(200, body, "ok")
-        return Answer(400, out.encode(), _reason(out))
+            return Answer(200, body, "ok", after)
+        return Answer(400, out.encode(), _reason(out), after)
 
     def _recover_uid(self, env: Mapping[str, str], fields: dict[str, str], *, live: bool) -> None:
         """The runtime sent no Pod UID: look it up the way this ADD reads (a bounded live GET when live).

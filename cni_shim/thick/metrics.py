@@ -37,6 +37,12 @@ class Metrics:
             ["kind", "result"],
             registry=self.registry,
         )
+        self._pod_events = Counter(
+            f"{PREFIX}_pod_events",
+            "Pod Events (AddedInterface, NoNetworkFound) by outcome (written, failed, dropped)",
+            ["result"],
+            registry=self.registry,
+        )
         self._cached = Gauge(
             f"{PREFIX}_cached_objects", "Objects held by each informer", ["kind"], registry=self.registry
         )
@@ -50,6 +56,9 @@ class Metrics:
 
     def cache_read(self, kind: str, *, hit: bool) -> None:
         self._cache_reads.labels(kind, "hit" if hit else "miss").inc()
+
+    def pod_event(self, result: str) -> None:
+        self._pod_events.labels(result).inc()
 
     def track_cache(self, kind: str, size: Callable[[], int]) -> None:
         self._cached.labels(kind).set_function(size)

@@ -127,6 +127,8 @@ class _Handler(BaseHTTPRequestHandler):
             with state.busy():
                 answer = self.server.serve_cni(body)
             self._reply(answer.status, answer.body)
+            if answer.after is not None:
+                answer.after()
         elif self.server.hooks is not None and path == HOOKS_PATH:
             self._reply(200, json.dumps(self.server.hooks.snapshot()).encode())
         elif self.server.hooks is not None and path == FREEZE_PATH and method == "POST":

@@ -35,6 +35,7 @@ CNI_RULES = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
     {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["update"]},
     {"apiGroups": ["k8s.cni.cncf.io"], "resources": ["network-attachment-definitions"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
 ]
 DAEMON_USER = "cni-shim-daemon"
 DAEMON_RULES = [
@@ -45,6 +46,7 @@ DAEMON_RULES = [
         "resources": ["network-attachment-definitions"],
         "verbs": ["get", "list", "watch"],
     },
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
 ]
 
 

@@ -92,6 +92,8 @@ CNI_NEEDS: frozenset[Permission] = frozenset(
     # The network-status annotation is written through pods/status.
     | _each("update patch", "", "pods", "status")
     | _each("get list watch", NAD, "network-attachment-definitions")
+    # Multus's AddedInterface / NoNetworkFound Events on the Pod (issue #18 point 5).
+    | _each("create", "", "events")
 )
 
 FORBIDDEN: Mapping[str, frozenset[Permission]] = {

@@ -141,6 +141,7 @@ def test_add_reads_live_guards_shadow_writes_status_and_del_survives_deletion(
     events = testbed.audit.events(since=mark, user=CNI_USER)
     asked = sorted({(e.verb, e.resource, e.subresource) for e in events})
     assert asked == [
+        ("create", "events", ""),  # AddedInterface per attached interface (issue #18 point 5)
         ("get", "network-attachment-definitions", ""),
         ("get", "pods", ""),
         ("update", "pods", "status"),
