@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: all demo test deps venv tools gen lint typecheck contract-go core-coverage pytest bench faults fuzz clean testbed-up testbed-down
+.PHONY: all demo test deps venv tools gen lint typecheck contract-go core-coverage pytest bench faults fuzz compat clean testbed-up testbed-down
 
 all: test
 
@@ -63,6 +63,11 @@ bench: deps venv tools gen
 
 faults: deps venv tools gen
 	@$(PY) -m pytest -m faults tests
+
+## The differential suite against real Multus (tests/compat/), every case in thin and thick mode;
+## `make test` runs its fast part (the cases not marked compat_full).
+compat: deps venv tools gen
+	@COMPAT_FULL=1 $(PY) -m pytest tests/compat $(PYTEST_ARGS)
 
 fuzz: venv gen
 	@HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest tests -k fuzz
