@@ -17,7 +17,7 @@ from tests.bed.cni_objects import create_nad, create_pod
 from tests.support.cni import run_cni
 from tests.support.cni_daemon import CNI_RULES, CNI_USER, shim_bin_dir
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.integration, pytest.mark.netns]
 
 RESULT = {"interfaces": [{"name": "net1"}], "ips": [{"address": "10.8.2.4/24", "interface": 0}]}
 
@@ -29,7 +29,14 @@ def cni_kubeconfig(testbed: TestBed) -> Path:
 
 
 def _run(
-    tmp_path: Path, cni_bin_dir: Path, testbed: TestBed, ns: str, kubeconfig: Path, selects: str, **extra: Any
+    tmp_path: Path,
+    cni_bin_dir: Path,
+    testbed: TestBed,
+    ns: str,
+    kubeconfig: Path,
+    selects: str,
+    sandbox: str,
+    **extra: Any,
 ):
     bin_dir = tmp_path / "bin"
     if not bin_dir.exists():
@@ -62,7 +69,7 @@ def _run(
         conf,
         bin_dir=bin_dir,
         container_id="ev",
-        netns="/run/netns/none",
+        netns=sandbox,
         ifname="eth0",
         cni_args=args,
     ), pod
@@ -74,9 +81,9 @@ def _pod_events(testbed: TestBed, ns: str) -> list[Any]:
 
 
 def test_thin_add_writes_the_events_before_it_exits(
-    testbed, k8s_namespace, cni_kubeconfig, cni_bin_dir, tmp_path
+    testbed, k8s_namespace, cni_kubeconfig, cni_bin_dir, netns, tmp_path
 ):
-    add, pod = _run(tmp_path, cni_bin_dir, testbed, k8s_namespace, cni_kubeconfig, "net-a")
+    add, pod = _run(tmp_path, cni_bin_dir, testbed, k8s_namespace, cni_kubeconfig, "net-a", netns())
     assert add.returncode == 0, add.stdout + add.stderr
     got = _pod_events(testbed, k8s_namespace)  # written before the process exited: no waiting
     assert [(e.type, e.reason, e.message) for e in got] == [
@@ -86,8 +93,8 @@ def test_thin_add_writes_the_events_before_it_exits(
     assert {(e.source.component, e.involved_object.uid) for e in got} == {("multus", pod["metadata"]["uid"])}
 
 
-def test_thin_missing_nad_warns(testbed, k8s_namespace, cni_kubeconfig, cni_bin_dir, tmp_path):
-    add, _ = _run(tmp_path, cni_bin_dir, testbed, k8s_namespace, cni_kubeconfig, "missing")
+def test_thin_missing_nad_warns(testbed, k8s_namespace, cni_kubeconfig, cni_bin_dir, netns, tmp_path):
+    add, _ = _run(tmp_path, cni_bin_dir, testbed, k8s_namespace, cni_kubeconfig, "missing", netns())
     assert add.returncode != 0
     (got,) = _pod_events(testbed, k8s_namespace)
     assert (got.type, got.reason, got.message) == (
@@ -98,9 +105,11 @@ def test_thin_missing_nad_warns(testbed, k8s_namespace, cni_kubeconfig, cni_bin_
     )
 
 
-def test_thin_pod_events_off(testbed, k8s_namespace, cni_kubeconfig, cni_bin_dir, tmp_path):
+def test_thin_pod_events_off(testbed, k8s_namespace, cni_kubeconfig, cni_bin_dir, netns, tmp_path):
     mark = testbed.audit.mark()
-    add, _ = _run(tmp_path, cni_bin_dir, testbed, k8s_namespace, cni_kubeconfig, "net-a", podEvents=False)
+    add, _ = _run(
+        tmp_path, cni_bin_dir, testbed, k8s_namespace, cni_kubeconfig, "net-a", netns(), podEvents=False
+    )
     assert add.returncode == 0, add.stdout + add.stderr
     assert _pod_events(testbed, k8s_namespace) == []
     testbed.audit.wait_for_count(1, since=mark, user=CNI_USER, verb="update")

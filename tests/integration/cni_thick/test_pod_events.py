@@ -16,10 +16,10 @@ from tests.bed.cni_objects import create_nad, create_pod
 from tests.bed.waiting import wait_for
 from tests.support.cni_daemon import DAEMON_USER, pod_args, run_shim, shim_conf
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.integration, pytest.mark.netns]
 
 RESULT = {
-    "interfaces": [{"name": "net1", "sandbox": "/run/netns/none"}],
+    "interfaces": [{"name": "net1"}],
     "ips": [{"address": "10.8.1.4/24", "interface": 0}],
 }
 
@@ -53,10 +53,10 @@ def _setup(testbed, ns: str, cni_daemon, thick_bin: Path, tmp_path: Path, select
     return daemon, conf, pod
 
 
-def test_add_records_multus_events_on_the_pod(testbed, k8s_namespace, cni_daemon, thick_bin, tmp_path):
+def test_add_records_multus_events_on_the_pod(testbed, k8s_namespace, cni_daemon, thick_bin, netns, tmp_path):
     ns = k8s_namespace
     _daemon, conf, pod = _setup(testbed, ns, cni_daemon, thick_bin, tmp_path, "net-a")
-    add = run_shim(thick_bin, "ADD", conf, "ev1", pod_args(ns, "workload", pod["metadata"]["uid"]))
+    add = run_shim(thick_bin, "ADD", conf, "ev1", pod_args(ns, "workload", pod["metadata"]["uid"]), netns())
     assert add.returncode == 0, add.stdout + add.stderr
     got = wait_for(lambda: _at_least(_pod_events(testbed, ns), 2), 10, what="two Pod Events")
     assert sorted((e.type, e.reason, e.message) for e in got) == [
@@ -73,10 +73,12 @@ def test_add_records_multus_events_on_the_pod(testbed, k8s_namespace, cni_daemon
     assert [(w.verb, w.code) for w in writes] == [("create", 201), ("create", 201)]
 
 
-def test_a_missing_nad_is_a_no_network_found_warning(testbed, k8s_namespace, cni_daemon, thick_bin, tmp_path):
+def test_a_missing_nad_is_a_no_network_found_warning(
+    testbed, k8s_namespace, cni_daemon, thick_bin, netns, tmp_path
+):
     ns = k8s_namespace
     _daemon, conf, pod = _setup(testbed, ns, cni_daemon, thick_bin, tmp_path, "missing")
-    add = run_shim(thick_bin, "ADD", conf, "ev2", pod_args(ns, "workload", pod["metadata"]["uid"]))
+    add = run_shim(thick_bin, "ADD", conf, "ev2", pod_args(ns, "workload", pod["metadata"]["uid"]), netns())
     assert add.returncode != 0
     (got,) = wait_for(lambda: _pod_events(testbed, ns), 10, what="the NoNetworkFound Event")
     assert (got.type, got.reason) == ("Warning", "NoNetworkFound")
@@ -88,12 +90,12 @@ def test_a_missing_nad_is_a_no_network_found_warning(testbed, k8s_namespace, cni
 
 
 def test_pod_events_false_in_the_daemon_config_writes_none(
-    testbed, k8s_namespace, cni_daemon, thick_bin, tmp_path
+    testbed, k8s_namespace, cni_daemon, thick_bin, netns, tmp_path
 ):
     ns = k8s_namespace
     daemon, conf, pod = _setup(testbed, ns, cni_daemon, thick_bin, tmp_path, "net-a", podEvents=False)
     mark = testbed.audit.mark()
-    add = run_shim(thick_bin, "ADD", conf, "ev3", pod_args(ns, "workload", pod["metadata"]["uid"]))
+    add = run_shim(thick_bin, "ADD", conf, "ev3", pod_args(ns, "workload", pod["metadata"]["uid"]), netns())
     assert add.returncode == 0, add.stdout + add.stderr
     # The ADD's status write is logged; an Event would have been queued before the answer left.
     testbed.audit.wait_for_count(1, since=mark, user=DAEMON_USER, verb="update")
