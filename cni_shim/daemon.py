@@ -1,6 +1,8 @@
 """The `cni-shim-daemon` thick-mode daemon: one API client, Pod and NAD informers, the unix-socket server.
 
-It never writes a CNI config file (the DaemonSet's init container owns 00-auto-sriov.conf).
+With `multusConfigFile: auto` it writes the node's 00-multus.conf from the primary CNI config
+(cni_shim.node.autoconf), as Multus's thick daemon does; otherwise it writes no CNI config file
+(our DaemonSet's init container owns 00-auto-sriov.conf).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, TextIO
@@ -18,9 +21,11 @@ from typing import Any, TextIO
 import click
 
 from cni_shim import reasons, wiring
+from cni_shim.core import autoconf
 from cni_shim.kube.daemon_client import ApiServer
 from cni_shim.kube.informers import Informer, nad_informer, pod_informer
 from cni_shim.kube.views import CachedView, LiveView
+from cni_shim.node.autoconf import ConfigWriter
 from cni_shim.node.chroot import ChrootExecutor
 from cni_shim.node.execution import ProcessExecutor
 from cni_shim.node.versioncache import VersionCache
@@ -126,7 +131,26 @@ def _connect(conf: DaemonConfig, env: dict[str, str]) -> ApiServer | None:
     return ApiServer.connect(conf.kubeconfig)
 
 
+def config_writer(conf: DaemonConfig, log: Callable[..., None]) -> ConfigWriter | None:
+    """Multus's config manager, when the daemon config asks for `multusConfigFile: auto`.
+
+    Multus defaults the key to auto; we generate only when it says so, because our own DaemonSet
+    installs its conf file from an init container."""
+    folded = {str(k).lower(): v for k, v in conf.raw.items()}
+    if folded.get("multusconfigfile") != autoconf.AUTO:
+        return None
+    return ConfigWriter(autoconf.settings(conf.raw), log)
+
+
 def run(conf: DaemonConfig, env: dict[str, str], *, test_hooks: bool, log: JsonLog) -> int:
+    writer = config_writer(conf, log)
+    if writer is not None:
+        try:
+            writer.prepare()
+        except (ReasonedError, OSError) as exc:
+            # Multus exits 2 here and writes no file; the runtime keeps the node NotReady.
+            log("error", f"failed to create the configuration manager for the primary CNI plugin: {exc}")
+            return 2
     metrics = Metrics()
     api = _connect(conf, env)
     stop = threading.Event()
@@ -146,7 +170,17 @@ def run(conf: DaemonConfig, env: dict[str, str], *, test_hooks: bool, log: JsonL
     readers = ThreadPoolExecutor(NAD_READERS, thread_name_prefix="nad-read") if api is not None else None
     views = DaemonViews(api, pods, nads, metrics, readers)
     pod_events = EventQueue(api, metrics, log).start() if api is not None else None
-    dispatcher = Dispatcher(conf.raw, views, metrics, log, base_services=base, pod_events=pod_events)
+    # With a generated config the daemon itself waited for the readiness file and watches it, so
+    # requests do not wait again (Multus's ignoreReadinessIndicator).
+    dispatcher = Dispatcher(
+        conf.raw,
+        views,
+        metrics,
+        log,
+        base_services=base,
+        pod_events=pod_events,
+        drop_keys=("readinessindicatorfile",) if writer is not None else (),
+    )
     hooks = None
     if test_hooks:
 
@@ -174,16 +208,25 @@ def run(conf: DaemonConfig, env: dict[str, str], *, test_hooks: bool, log: JsonL
             state.ready.set()
             log("info", "ready")
 
-    def drain(signum: int, _frame: object) -> None:
+    status = [0]
+
+    def shutdown(why: str) -> None:
         stop.set()
         state.ready.clear()
-        log("info", f"signal {signum}: draining in-flight requests, then stopping")
+        log("info", f"{why}: draining in-flight requests, then stopping")
 
         def finish() -> None:
             state.wait_idle(DRAIN_SECONDS)
             server.shutdown()
 
         threading.Thread(target=finish, daemon=True).start()
+
+    def drain(signum: int, _frame: object) -> None:
+        shutdown(f"signal {signum}")
+
+    def readiness_lost() -> None:
+        status[0] = 2  # Multus: the readiness file went away, restart the daemon
+        shutdown("the readiness indicator file is gone")
 
     signal.signal(signal.SIGTERM, drain)
     signal.signal(signal.SIGINT, drain)
@@ -196,12 +239,23 @@ def run(conf: DaemonConfig, env: dict[str, str], *, test_hooks: bool, log: JsonL
         kubernetes=api.server if api is not None else "",
         metrics=conf.metrics_address,
     )
-    server.serve_forever()
-    stop.set()
-    server.server_close()
+    if writer is not None:
+        try:
+            writer.start(stop, readiness_lost)
+        except (ReasonedError, OSError) as exc:
+            log("error", f"failed to start config manager: {exc}")
+            server.server_close()
+            return 3
+    try:
+        server.serve_forever()
+    finally:
+        stop.set()
+        server.server_close()
+        if writer is not None:
+            writer.remove()  # Multus deletes 00-multus.conf when its config manager stops
     if pod_events is not None:
         pod_events.stop(DRAIN_SECONDS)
-    return 0
+    return status[0]
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

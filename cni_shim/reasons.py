@@ -78,6 +78,7 @@ DAEMON_REPORTED_ERROR: Final = "DaemonReportedError"
 MALFORMED_DAEMON_REQUEST: Final = "MalformedDaemonRequest"
 DAEMON_CONFIG_UNREADABLE: Final = "DaemonConfigUnreadable"
 DAEMON_CONFIG_MALFORMED: Final = "DaemonConfigMalformed"
+AUTOCONF_FAILED: Final = "AutoconfFailed"
 # A bug.
 INTERNAL_ERROR: Final = "InternalError"
 
@@ -274,6 +275,12 @@ MEANINGS: Final[dict[str, tuple[str, str]]] = {
     DAEMON_CONFIG_MALFORMED: (
         "cni-shim-daemon's config file is not a JSON object.",
         "Fix the daemon config.",
+    ),
+    AUTOCONF_FAILED: (
+        "multusConfigFile auto: the daemon found no usable primary CNI config in multusAutoconfigDir "
+        "(none there, unreadable, or a cniVersion below 0.4.0 under a top level of 0.4.0 or later), "
+        "so it writes no 00-multus.conf and stops.",
+        "Install the cluster's default network first, or align the cniVersions (forceCNIVersion).",
     ),
     INTERNAL_ERROR: ("The CNI shim failed unexpectedly (a bug).", "Report it with the message and the log."),
 }

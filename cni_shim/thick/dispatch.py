@@ -131,6 +131,7 @@ class Dispatcher:
         base_services: Callable[[Mapping[str, str]], handler.Services] = wiring.services,
         clock: Callable[[], float] = time.monotonic,
         pod_events: PodEvents | None = None,
+        drop_keys: Sequence[str] = (),
     ) -> None:
         self._config = dict(daemon_config)
         self._views = views
@@ -139,6 +140,11 @@ class Dispatcher:
         self._base = base_services
         self._clock = clock
         self._pod_events = pod_events
+        # Keys removed from the shim's config and never taken from the daemon's (exact names, as
+        # Multus deletes readinessindicatorfile when it generated the config itself).
+        self._drop = tuple(drop_keys)
+        for key in self._drop:
+            self._config.pop(key, None)
         self.locks = KeyedLocks()
 
     def serve(self, body: bytes) -> Answer:
@@ -161,6 +167,8 @@ class Dispatcher:
     def _run(self, env: dict[str, str], stdin: bytes, command: str, fields: dict[str, str]) -> Answer:
         try:
             raw = overlay(stdin, self._config)
+            for key in self._drop:
+                raw.pop(key, None)
             merged = json.dumps(raw).encode()
         except CniError:
             raw, merged = {}, stdin  # the core reports the malformed config exactly as thin mode does

@@ -33,6 +33,10 @@ _MAX_ANSWER = 16 * 1024 * 1024
 _SOCKET_DIR_KEY = "daemonsocketdir"
 _READY_KEY = "daemonreadytimeout"
 _REQUEST_KEY = "daemonrequesttimeout"
+# A config for Multus's own shim type (as a generated 00-multus.conf is) without daemonSocketDir
+# means the Multus shim's default directory.
+MULTUS_SHIM_TYPE = "multus-shim"
+MULTUS_SOCKET_DIR = "/run/multus/"
 
 
 class NotServing(OSError):
@@ -58,8 +62,10 @@ def _seconds(value: object, default: float) -> float:
 
 
 def target(stdin: bytes) -> Target | None:
-    """The daemon to forward to, or None for thin mode (no daemonSocketDir in the config)."""
-    if b"aemonsocketdir" not in stdin.lower():
+    """The daemon to forward to, or None for thin mode (no daemonSocketDir in the config, and not
+    Multus's `multus-shim` type, whose default is /run/multus/)."""
+    lowered = stdin.lower()
+    if b"aemonsocketdir" not in lowered and b"multus-shim" not in lowered:
         return None
     try:
         raw = quickjson.loads(stdin)
@@ -69,6 +75,8 @@ def target(stdin: bytes) -> Target | None:
         return None
     keys = {str(k).lower(): v for k, v in raw.items()}
     socket_dir = keys.get(_SOCKET_DIR_KEY)
+    if socket_dir is None and keys.get("type") == MULTUS_SHIM_TYPE:
+        socket_dir = MULTUS_SOCKET_DIR
     if not isinstance(socket_dir, str) or not socket_dir:
         return None
     return Target(
