@@ -396,7 +396,7 @@ def _run_phase(node: Node, row: str, column: str, phase: Phase) -> None:
     if phase.outcome in ("read fails", "status fails"):
         assert add.returncode == 1, f"ADD succeeded: {add.stdout}"
         err = json.loads(add.stdout)
-        assert err["msg"].startswith(f"{phase.reason}:") and err["code"] == phase.code, err
+        assert err["details"] == phase.reason and err["code"] == phase.code, err
     else:
         assert add.returncode == 0, f"ADD failed: {add.stdout}"
     if phase.outcome == "read fails":

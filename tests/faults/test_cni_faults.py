@@ -196,7 +196,7 @@ def test_daemon_killed_mid_add_then_the_runtime_del_and_retry_converge(
         assert len(host_local_allocations(ipam, "podnet")) == 1
         daemon.kill()
         add = pending.result(60)
-    assert add.returncode == 1 and json.loads(add.stdout)["msg"].startswith("DaemonUnavailable:"), add.stdout
+    assert add.returncode == 1 and json.loads(add.stdout)["details"] == "DaemonUnavailable", add.stdout
 
     daemon.start()
     rm = run_shim(thick_bin, "DEL", conf, cid, args, ns)
@@ -238,7 +238,7 @@ def test_ipam_hung_when_the_daemon_dies_is_released_by_the_runtime_del(
         daemon.kill()
         add = pending.result(60)
         fcntl.flock(lock, fcntl.LOCK_UN)
-    assert add.returncode == 1 and json.loads(add.stdout)["msg"].startswith("DaemonUnavailable:"), add.stdout
+    assert add.returncode == 1 and json.loads(add.stdout)["details"] == "DaemonUnavailable", add.stdout
     assert host_local_allocations(ipam, "railnet") == {}  # the killed IPAM call allocated nothing
 
     daemon.start()

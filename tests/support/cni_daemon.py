@@ -248,8 +248,13 @@ def pod_args(namespace: str, name: str, uid: str = "") -> str:
     return args + (f";K8S_POD_UID={uid}" if uid else "")
 
 
+# A netns path that exists (ADD refuses one that does not, as Multus does); the recording
+# delegates these helpers run never enter it.
+SANDBOX = "/proc/self/ns/net"
+
+
 def run_shim(
-    bin_dir: Path, command: str, conf: Mapping[str, Any], cid: str, args: str, netns: str = "/run/netns/none"
+    bin_dir: Path, command: str, conf: Mapping[str, Any], cid: str, args: str, netns: str = SANDBOX
 ) -> CniRun:
     return run_cni(
         "cni-shim",

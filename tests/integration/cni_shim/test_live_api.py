@@ -193,7 +193,7 @@ def test_pod_not_found_is_an_empty_success_and_uid_mismatch_fails(
         _args(k8s_namespace, "p2", "00000000-0000-0000-0000-000000000000"),
     )
     assert wrong.returncode == 1
-    assert json.loads(wrong.stdout)["msg"].startswith("PodUIDMismatch:")
+    assert json.loads(wrong.stdout)["details"] == "PodUIDMismatch"
 
 
 def test_missing_nad_and_forbidden_reads_fail_visibly(
@@ -205,7 +205,7 @@ def test_missing_nad_and_forbidden_reads_fail_visibly(
     sandbox = netns()
     out = _shim(shim_bin, "ADD", conf, "m1", sandbox, _args(k8s_namespace, "p3", pod["metadata"]["uid"]))
     assert out.returncode == 1
-    assert json.loads(out.stdout)["msg"].startswith("NoNetworkFound:")
+    assert json.loads(out.stdout)["details"] == "NoNetworkFound"
     # an identity without RBAC gets a visible refusal, never a stale fallback
     unbound = testbed.issue_identity("cni-shim-unbound", "cni-shim-unbound")
     unbound_conf = dict(conf, kubeconfig=str(unbound))

@@ -183,7 +183,7 @@ def test_a_failed_live_read_fails_the_add_and_never_falls_back_to_the_cache(
     add = run_shim(thick_bin, "ADD", conf, "nogets", pod_args(ns, "p", pod["metadata"]["uid"]))
     assert add.returncode == 1
     error = json.loads(add.stdout)
-    assert error["msg"].startswith("KubeApiRefused:")
+    assert error["details"] == "KubeApiRefused"
     assert "403" in error["msg"]
     assert _calls(log) == []  # not even the primary ran
     assert daemon.metric("cni_shim_daemon_requests_total", command="ADD", result="KubeApiRefused") == 1
