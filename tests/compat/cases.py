@@ -1095,8 +1095,8 @@ def _known() -> dict[tuple[str, str], str]:
     add(P3, "v020-faulty-netns v040-faulty-netns v100-faulty-netns", (THIN,))
     add(P3, "i3-netns-checked")
     add(P4, "i4-pod-late", (THICK,))
-    add(P5, "i5-events i5-no-network-event", (THICK,))
-    add(P6, " ".join(c.id for c in CONFIG_CASES) + " s-override-readiness", (THICK,))
+    add(P5, "i5-no-network-event", (THICK,))
+    add(P6, "s-override-readiness", (THICK,))
     add(
         N_VERSION,
         "v020-kubernetes-networks v020-delete-after-pod-removal v020-cluster-network "
