@@ -170,8 +170,8 @@ def run(conf: DaemonConfig, env: dict[str, str], *, test_hooks: bool, log: JsonL
     readers = ThreadPoolExecutor(NAD_READERS, thread_name_prefix="nad-read") if api is not None else None
     views = DaemonViews(api, pods, nads, metrics, readers)
     pod_events = EventQueue(api, metrics, log).start() if api is not None else None
-    # With a generated config the daemon itself waited for the readiness file and watches it, so
-    # requests do not wait again (Multus's ignoreReadinessIndicator).
+    # With a generated config the daemon itself waited for its readiness file and watches it, so
+    # that key of the daemon config is not laid over requests (Multus's ignoreReadinessIndicator).
     dispatcher = Dispatcher(
         conf.raw,
         views,

@@ -252,8 +252,7 @@ def _nad_candidate(
         _record_event(ctx, pod, pod_events.WARNING, pod_events.NO_NETWORK_FOUND, message)
         raise CniError(
             reasons.NO_NETWORK_FOUND,
-            f"getKubernetesDelegate: cannot find a network-attachment-definition ({sel.name}) in namespace "
-            f'({sel.namespace}): network-attachment-definitions.k8s.cni.cncf.io "{sel.name}" not found',
+            f"getKubernetesDelegate: {message}",  # the informer view words NotFound as Multus thick's lister
             TRY_AGAIN_LATER,
         )
     annotations = (nad.get("metadata") or {}).get("annotations") or {}

@@ -140,10 +140,9 @@ class Dispatcher:
         self._base = base_services
         self._clock = clock
         self._pod_events = pod_events
-        # Keys removed from the shim's config and never taken from the daemon's (exact names, as
-        # Multus deletes readinessindicatorfile when it generated the config itself).
-        self._drop = tuple(drop_keys)
-        for key in self._drop:
+        # Daemon-config keys never laid over the shim's (exact names: Multus's ignoreKeys, which
+        # hold readinessindicatorfile when it generated the config itself); the shim's own stay.
+        for key in drop_keys:
             self._config.pop(key, None)
         self.locks = KeyedLocks()
 
@@ -167,8 +166,6 @@ class Dispatcher:
     def _run(self, env: dict[str, str], stdin: bytes, command: str, fields: dict[str, str]) -> Answer:
         try:
             raw = overlay(stdin, self._config)
-            for key in self._drop:
-                raw.pop(key, None)
             merged = json.dumps(raw).encode()
         except CniError:
             raw, merged = {}, stdin  # the core reports the malformed config exactly as thin mode does

@@ -47,9 +47,7 @@ class _Requests:
         pass
 
 
-def test_a_generated_config_ignores_the_readiness_file_from_both_sides(shim, tmp_path):
-    never = str(tmp_path / "never-written")
-    conf = {**shim.conf(), "readinessindicatorfile": never}
+def _body(conf):
     env = {
         "CNI_COMMAND": "ADD",
         "CNI_CONTAINERID": "c1",
@@ -58,15 +56,29 @@ def test_a_generated_config_ignores_the_readiness_file_from_both_sides(shim, tmp
         "CNI_ARGS": "IgnoreUnknown=1",
         "CNI_PATH": "/opt/cni/bin",
     }
-    body = json.dumps({"env": env, "config": base64.b64encode(json.dumps(conf).encode()).decode()}).encode()
+    return json.dumps({"env": env, "config": base64.b64encode(json.dumps(conf).encode()).decode()}).encode()
+
+
+def test_a_generated_config_does_not_lay_the_daemons_readiness_file_over_requests(shim, tmp_path):
+    never = str(tmp_path / "never-written")
     shim.kube = None
-    dispatcher = Dispatcher(
-        {"readinessindicatorfile": never},
-        _Views(),
-        _Requests(),
-        lambda *a, **k: None,
-        base_services=shim.services,
-        drop_keys=("readinessindicatorfile",),
+
+    def dispatcher(drop):
+        return Dispatcher(
+            {"readinessindicatorfile": never},
+            _Views(),
+            _Requests(),
+            lambda *a, **k: None,
+            base_services=shim.services,
+            drop_keys=drop,
+        )
+
+    assert dispatcher(("readinessindicatorfile",)).serve(_body(shim.conf())).status == 200
+    # Without the drop the daemon's key applies and the ADD waits for the file (in vain).
+    waited = dispatcher(()).serve(_body(shim.conf()))
+    assert waited.status == 400 and b"readinessindicatorfile" in waited.body
+    # Multus's ignoreKeys only filter the daemon's keys: the shim's own readiness file still counts.
+    own = dispatcher(("readinessindicatorfile",)).serve(
+        _body({**shim.conf(), "readinessindicatorfile": never})
     )
-    answer = dispatcher.serve(body)
-    assert answer.status == 200, answer.body
+    assert own.status == 400 and b"readinessindicatorfile" in own.body
