@@ -637,7 +637,10 @@ def _verb_context(verb: str, net: Network) -> str:
 
 
 def _combined(failures: Sequence[CniError], prefix: str = "errors: ", sep: str = " / ") -> CniError:
-    """Multus's delPlugins answer: every failure joined, untyped (999), even a single one."""
+    """Multus's delPlugins answer, untyped (999): one failure as it is (what the real Multus
+    v4.2.3 prints), several joined behind `errors: `."""
+    if len(failures) == 1 and prefix == "errors: ":
+        return CniError(failures[0].reason, failures[0].message, INTERNAL)
     return CniError(failures[0].reason, prefix + sep.join(f.message for f in failures), INTERNAL)
 
 

@@ -1085,18 +1085,11 @@ def _known() -> dict[tuple[str, str], str]:
         "k-json-bad-ip k-json-object k-two-default-networks k-uid-mismatch m040-uid-mismatch "
         "t-kubeconfig-no-delegates i1-reason-word",
     )
-    add(
-        P2,
-        "v020-cleanup-on-failure v040-cleanup-on-failure v100-cleanup-on-failure i2-add-error i2-del-error "
-        "i2-check-error i2-status-error",
-        (THIN,),
-    )
     known[("i2-status-error", THIN)] = (
-        f"{P2}: we answer the delegate's STATUS error as DelegateFailed; the real Multus v4.2.3 runs no "
-        "delegate STATUS at all and exits 0 (newer upstream passes the delegate's error through)"
+        f"{P2}: we pass the delegate's STATUS error through unchanged (as upstream HEAD does); the real "
+        "Multus v4.2.3 runs no delegate STATUS at all and exits 0"
     )
-    add(P3, "v020-faulty-netns v040-faulty-netns v100-faulty-netns", (THIN,))
-    add(P3, "i3-netns-checked")
+    add(P3, "i3-netns-checked", (THICK,))
     add(P4, "i4-pod-late", (THICK,))
     add(N_THICK_ERROR, "i5-no-network-event s-override-readiness", (THICK,))
     add(

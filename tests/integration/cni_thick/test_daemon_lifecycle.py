@@ -117,7 +117,7 @@ def test_a_del_error_reads_exactly_as_in_thin_mode(cni_daemon, thick_bin, tmp_pa
     assert outputs[0][0] == 1
     # Multus's delPlugins text around the delegate's own error; the reason sits in details.
     assert json.loads(outputs[0][1])["msg"] == (
-        'errors: DelegateDel: error invoking DelegateDel - "recorder": error in getting result from DelNetwork: '
+        'DelegateDel: error invoking DelegateDel - "recorder": error in getting result from DelNetwork: '
         "cannot release; x"
     )
     assert json.loads(outputs[0][1])["details"] == "DelegateFailed"

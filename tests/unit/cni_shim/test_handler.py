@@ -120,10 +120,10 @@ def test_retry_delete_on_error_keeps_the_cache_only_when_asked(shim, retry, kept
     shim.executor.failures[("ptp", "DEL")] = CniError("DelegateFailed", "busy", 11)
     out = shim.run("DEL", conf)
     assert out.status == 1
-    # Multus's delPlugins answer: every failure joined behind "errors: ", untyped (999).
+    # Multus's delPlugins answer for one failure, untyped (999).
     assert out.json["code"] == 999
     assert out.json["msg"] == (
-        'errors: DelegateDel: error invoking DelegateDel - "ptp": error in getting result from DelNetwork: busy'
+        'DelegateDel: error invoking DelegateDel - "ptp": error in getting result from DelNetwork: busy'
     )
     assert (shim.plan_doc() is not None) is kept
 

@@ -136,7 +136,7 @@ def test_a_delegate_del_error_is_multus_del_plugins_text(shim):
     out = shim.run("DEL", shim.conf(), args=ADD_ARGS)
     assert (out.json["code"], out.json["msg"]) == (
         999,
-        'errors: DelegateDel: error invoking DelegateDel - "ptp": error in getting result from DelNetwork: del failed',
+        'DelegateDel: error invoking DelegateDel - "ptp": error in getting result from DelNetwork: del failed',
     )
 
 
