@@ -48,7 +48,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     )
 
 
-@pytest.fixture(scope="session")
+# Module scope: the cases' Pods are bound to the bed's node, so they must be gone before a later
+# suite runs a kubelet (simulated or real) there, which would start sandboxes for them.
+@pytest.fixture(scope="module")
 def compat_world(
     request: pytest.FixtureRequest, testbed: Any, tool_dirs: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Any]:

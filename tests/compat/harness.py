@@ -11,6 +11,7 @@ after normalising what legitimately differs (see :func:`normalise`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -108,6 +109,7 @@ class World:
         # Both thin sides get Multus's rights (events included), so an Events fix needs no RBAC change.
         self.kubeconfigs = {side: self._identity(f"compat-{side}-{tag}", MULTUS_RULES) for side in SIDES}
         self.prepared: dict[str, Prepared] = {}
+        stack.callback(self._remove_namespaces)
         self._daemons: Daemons | None = None
         self._daemon_error: str | None = None
 
@@ -146,6 +148,14 @@ class World:
                 self.create_nad(prepared.other, name, config, {}, ctx)
             if case.pod is not None and not any(s.pod_after for s in case.steps):
                 prepared.uid = self.create_pod(case, prepared)
+
+    def _remove_namespaces(self) -> None:
+        """Every case's Pod (at once: no kubelet confirms a graceful delete) and namespaces."""
+        for prepared in self.prepared.values():
+            self.delete_pod(prepared.namespace)
+            for ns in (prepared.namespace, prepared.other):
+                with contextlib.suppress(ApiException):
+                    self.core.delete_namespace(ns)
 
     def _wait_for_service_account(self, ns: str) -> None:
         """The API server refuses Pods until the serviceaccount controller made the default account."""
