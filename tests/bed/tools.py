@@ -18,7 +18,19 @@ from sriov_contract.errors import ReasonedError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_TOOLS = REPO_ROOT / "scripts" / "build-tools"
-COMPONENTS = ("k8s", "etcd", "cnitool", "plugins", "whereabouts", "multus")
+COMPONENTS = (
+    "k8s",
+    "etcd",
+    "cnitool",
+    "plugins",
+    "whereabouts",
+    "multus",
+    "kubelet",
+    "containerd",
+    "runc",
+    "pause",
+    "crictl",
+)
 
 
 class ToolUnavailable(ReasonedError):
