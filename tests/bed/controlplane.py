@@ -35,6 +35,9 @@ KCM_CONTROLLERS = (
     "garbage-collector-controller",
     "namespace-controller",
     "resourceclaim-controller",
+    # Publishes kube-root-ca.crt into every namespace: a real kubelet cannot mount a Pod's
+    # ServiceAccount token volume without it (the Pod hangs in ContainerCreating).
+    "root-ca-certificate-publisher-controller",
     "serviceaccount-controller",
     "serviceaccount-token-controller",
 )

@@ -13,7 +13,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,7 +69,13 @@ def _die_with_parent() -> None:
 
 
 def launch(
-    name: str, argv: Sequence[str], log: Path, *, cwd: Path, die_with_parent: bool
+    name: str,
+    argv: Sequence[str],
+    log: Path,
+    *,
+    cwd: Path,
+    die_with_parent: bool,
+    env: Mapping[str, str] | None = None,
 ) -> tuple[subprocess.Popen[bytes], ProcessRecord]:
     log.parent.mkdir(parents=True, exist_ok=True)
     preexec: Callable[[], None] | None = _die_with_parent if die_with_parent else None
@@ -80,6 +86,7 @@ def launch(
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=cwd,
+            env=None if env is None else dict(env),
             start_new_session=True,
             preexec_fn=preexec,  # noqa: PLW1509 - prctl only, no locks taken
         )
