@@ -1,10 +1,12 @@
-"""`make demo`: the two GPU/NIC pairs example of spec 14.2, end to end on one simulated node.
+"""`make demo`: the two GPU/NIC pairs example of spec 14.2, end to end on one node.
 
 Starts the test bed (etcd, kube-apiserver, controller-manager, scheduler), the fake SR-IOV node,
-sriov-dra-driver with auto-attach, the node CNI (cni-shim, thick with cni-shim-daemon unless
---cni-mode thin) and a simulated kubelet; applies the spec's manifests; prints one row per interface
-and the spec 14.4 checks; deletes the Pod and checks the cleanup; tears everything down. Exits 1 if
-any check FAILs (the one SKIP is the thick-mode check of a thin run).
+the node CNI (cni-shim, thick with cni-shim-daemon unless --cni-mode thin), the real kubelet with
+containerd and runc, and sriov-dra-driver with auto-attach registered through the kubelet's plugin
+registry; applies the spec's manifests; prints one row per interface and the spec 14.4 checks;
+deletes the Pod and checks the cleanup; tears everything down. Exits 1 if any check FAILs (the one
+SKIP is the thick-mode check of a thin run). Only where the real kubelet cannot run does it say why
+in one line and use the simulated kubelet (tests/bed/kubelet_sim.py) instead.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ sys.path.insert(0, str(REPO_ROOT))
 import click  # noqa: E402 - after the sys.path entry for the repo
 
 from sriov_contract.errors import ReasonedError  # noqa: E402
-from tests.bed import controlplane, e2e  # noqa: E402
+from tests.bed import controlplane, e2e, realnode  # noqa: E402
 from tests.bed.tools import ToolSet  # noqa: E402
 
 
@@ -37,19 +39,33 @@ def say(line: str = "") -> None:
     show_default=True,
     help="thick: cni-shim hands each call to cni-shim-daemon; thin: cni-shim does the work itself",
 )
-def main(output: str, cni_mode: str) -> None:
+@click.option(
+    "--kubelet",
+    type=click.Choice(["auto", e2e.REAL, e2e.SIM]),
+    default="auto",
+    show_default=True,
+    help="auto: the real kubelet, or the simulated one (saying why) where the real one cannot run",
+)
+def main(output: str, cni_mode: str, kubelet: str) -> None:
     """Run the spec 14.2 example end to end and print what happened."""
-    say("== auto-sriov demo: two GPU/NIC pairs on one simulated node (spec 14.2) ==")
+    tools = ToolSet()
+    if kubelet == "auto":
+        reason = realnode.unavailable_reason(tools)
+        kubelet = e2e.SIM if reason else e2e.REAL
+        if reason:
+            say(f"demo: the real kubelet cannot run here ({reason}); using the simulated kubelet")
+    which = "the real kubelet v1.36.3" if kubelet == e2e.REAL else "the simulated kubelet"
+    say(f"== auto-sriov demo: two GPU/NIC pairs on one node, {which} (spec 14.2) ==")
     say("Starting etcd, kube-apiserver, kube-controller-manager and kube-scheduler on loopback...")
     started = time.monotonic()
     try:
-        bed = controlplane.start(tools=ToolSet(), run_id=controlplane.new_run_id("demo"))
+        bed = controlplane.start(tools=tools, run_id=controlplane.new_run_id("demo"))
     except ReasonedError as exc:
         say(f"demo: the test bed could not start: {exc.reason}: {exc.message}")
         sys.exit(1)
     try:
         say(f"Test bed up in {time.monotonic() - started:.1f}s (API server {bed.server})")
-        with e2e.Stack(bed, thick=cni_mode == "thick", say=say) as stack:
+        with e2e.Stack(bed, thick=cni_mode == "thick", kubelet=kubelet, say=say) as stack:
             say("Applying the spec 14.2 manifests and creating Pod ai-workloads/gpu-sriov-pairs-demo...")
             result = e2e.run_pairs(stack)
             if not result.ok:
@@ -73,7 +89,8 @@ def main(output: str, cni_mode: str) -> None:
 
 def report(result: e2e.Result) -> str:
     lines = [
-        f"\nInterfaces of Pod ai-workloads/gpu-sriov-pairs-demo (CNI {result.cni_mode} mode):\n",
+        f"\nInterfaces of Pod ai-workloads/gpu-sriov-pairs-demo (CNI {result.cni_mode} mode, "
+        f"{result.kubelet} kubelet):\n",
         e2e.render_table(result.rows) if result.rows else "  (no interfaces: see the checks)",
         "\nChecks (spec 14.4):",
         e2e.render_checks(result.checks),

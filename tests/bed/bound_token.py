@@ -3,8 +3,8 @@
 The API server honours the `associated-node:` verbs (the driver's ResourceClaim status.devices
 writes, KEP-4817) only for such a token: the bed's client-certificate identities carry no node.
 The Pod object only anchors the token to the node. It is host-network like the driver's DaemonSet
-Pod (deploy/driver-daemonset.yaml), so a simulated kubelet on the node that starts it makes no
-sandbox network for it, and deleting it after that kubelet stopped leaves nothing behind.
+Pod (deploy/driver-daemonset.yaml): the simulated kubelet makes no sandbox network for it, and the
+real kubelet runs it on a local image.
 """
 
 from __future__ import annotations
@@ -38,9 +38,12 @@ class BoundToken:
             )
 
 
-def node_bound_kubeconfig(bed: TestBed, namespace: str, service_account: str, path: Path) -> BoundToken:
+def node_bound_kubeconfig(
+    bed: TestBed, namespace: str, service_account: str, path: Path, *, image: str | None = None
+) -> BoundToken:
     """Write to `path` a kubeconfig that authenticates as `namespace/service_account` from a Pod on
-    the bed's node. The ServiceAccount must exist."""
+    the bed's node. The ServiceAccount must exist. With a real kubelet on the node, `image` (a
+    local one) lets it run the Pod; host network, so no CNI call is made for it."""
     core = client.CoreV1Api(bed.api_client)
     name = f"{service_account}-{secrets.token_hex(3)}"
     pod = core.create_namespaced_pod(
@@ -50,10 +53,18 @@ def node_bound_kubeconfig(bed: TestBed, namespace: str, service_account: str, pa
                 "metadata": {"name": name},
                 "spec": {
                     "nodeName": bed.node_name,
-                    "hostNetwork": True,
                     "serviceAccountName": service_account,
                     "automountServiceAccountToken": False,
-                    "containers": [{"name": "c", "image": "registry.invalid/none:0"}],
+                    "hostNetwork": True,
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [
+                        {
+                            "name": "c",
+                            "image": image or "registry.invalid/none:0",
+                            "imagePullPolicy": "Never",
+                            "command": ["sleep", "infinity"],
+                        }
+                    ],
                 },
             }
         ),

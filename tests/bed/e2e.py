@@ -1,10 +1,12 @@
 """The product's main job end to end (spec 14.2, 14.4, 16.2): two GPU/NIC pairs on one node.
 
 Everything is real except the hardware: the bed's API server, controller-manager and scheduler,
-``sriov-dra-driver`` with auto-attach registered with the simulated kubelet over its real unix
-sockets, ``cni-shim`` installed as the node's CNI (thick, with ``cni-shim-daemon`` and live
-reads, or thin), ``plugins/sriov`` on the fake node's veth VFs with real whereabouts,
-and ptp + host-local as the cluster network.
+the real kubelet with containerd and runc (tests/bed/realnode.py), ``sriov-dra-driver`` with
+auto-attach registered through the kubelet's plugin registry over its real unix sockets,
+``cni-shim`` installed as the node's CNI (thick, with ``cni-shim-daemon`` and live reads, or thin),
+``plugins/sriov`` on the fake node's veth VFs with real whereabouts, and ptp + host-local as the
+cluster network. Where the real kubelet cannot run (``realnode.unavailable_reason``), a Stack can
+be built on the simulated kubelet instead (``kubelet=SIM``); callers say so to the user.
 
 Used by ``scripts/demo.py`` (``make demo``) and ``tests/e2e``::
 
@@ -37,11 +39,12 @@ from pyroute2 import netns
 from cni_shim import launcher
 from sriov_contract import keys
 from sriov_contract.errors import ReasonedError
-from tests.bed import bootstrap, processes
+from tests.bed import bootstrap, processes, realnode
 from tests.bed.apiobjects import as_object, items_of
 from tests.bed.bed import TestBed
 from tests.bed.bound_token import BoundToken, node_bound_kubeconfig
 from tests.bed.fakenode import FakeNode
+from tests.bed.gpu_plugin import GpuPlugin
 from tests.bed.kubelet_sim import Cnitool, PodRecord, Sandbox, SimulatedKubelet
 from tests.bed.sriov_topology import VfRecord
 from tests.bed.tools import ToolSet
@@ -78,6 +81,7 @@ NETNS_SETTLE_TIMEOUT = 10.0  # the kernel destroys a removed netns, and the veth
 LIBCNI_CACHE_DIR = Path("/var/lib/cni")
 
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
+REAL, SIM = "real", "sim"  # which kubelet a Stack runs
 
 
 # -- results --------------------------------------------------------------------------------------
@@ -111,6 +115,7 @@ def check(name: str, ok: bool, detail: str = "") -> Check:
 class Result:
     scenario: str
     cni_mode: str
+    kubelet: str = REAL
     rows: list[Row] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
     after_teardown: list[Check] = field(default_factory=list)
@@ -297,9 +302,17 @@ class Process:
 class Stack:
     """Fake node, RBAC, whereabouts, CNI config, driver, (daemon) and kubelet for one bed."""
 
-    def __init__(self, bed: TestBed, *, thick: bool, say: Callable[[str], None] = lambda s: None) -> None:
+    def __init__(
+        self,
+        bed: TestBed,
+        *,
+        thick: bool,
+        kubelet: str = REAL,
+        say: Callable[[str], None] = lambda s: None,
+    ) -> None:
         self.bed = bed
         self.thick = thick
+        self.kubelet_kind = kubelet
         self.say = say
         self.api = bed.api_client
         self.core = client.CoreV1Api(self.api)
@@ -312,6 +325,9 @@ class Stack:
         self.daemon: Process | None = None
         self.kubelet: SimulatedKubelet | None = None
         self.plugin: FakeKubelet | None = None
+        self.real_node: realnode.RealNode | None = None
+        self.gpu_plugin: GpuPlugin | None = None
+        self.node_notes: list[str] = []  # what the real node's teardown had to clean up by force
         self.timings: dict[str, float] = {}
         # What down() found this run's sandboxes left on the node (and then removed).
         self.left_behind: list[str] = []
@@ -336,6 +352,15 @@ class Stack:
     @property
     def net_dir(self) -> Path:
         return self.run / "net.d"
+
+    @property
+    def real(self) -> bool:
+        return self.kubelet_kind == REAL
+
+    @property
+    def node_runtime(self) -> realnode.RealNode:
+        assert self.real_node is not None, "a Stack on the real kubelet, after up()"
+        return self.real_node
 
     @property
     def fake_node(self) -> FakeNode:
@@ -365,13 +390,20 @@ class Stack:
         self.say("Creating the fake SR-IOV node (two PCIe roots, one rail PF and one GPU under each)...")
         self.node = FakeNode.up(load_two_rail(), self.run / "sys")
         self._namespaces()
-        self._grant()
         self._whereabouts()
         self._cni()
+        if self.real:
+            # Before the driver: the kubelet deletes its node's ResourceSlices each time it starts.
+            self._start_real_node()
+        self._grant()
         self._start_driver()
         if self.thick:
             self._start_daemon()
-        self._start_kubelet()
+        if self.real:
+            self._wait_registered()
+            self._start_gpu_plugin()
+        else:
+            self._start_kubelet()
         self.timings["stack_up_s"] = round(time.monotonic() - started, 2)
 
     def _namespaces(self) -> None:
@@ -384,7 +416,12 @@ class Stack:
         only such a token write ResourceClaim status.devices; the CNI side uses a client-cert user."""
         self.bed.apply(yaml.safe_load_all((REPO / "deploy/driver-rbac.yaml").read_text()))
         self.driver_token = node_bound_kubeconfig(
-            self.bed, POLICY_NS, DRIVER_SERVICE_ACCOUNT, self.run / "driver-kubeconfig.json"
+            self.bed,
+            POLICY_NS,
+            DRIVER_SERVICE_ACCOUNT,
+            self.run / "driver-kubeconfig.json",
+            # The real kubelet runs the anchor Pod, as it would the driver's DaemonSet Pod.
+            image=self.node_runtime.workload_ref if self.real else None,
         )
         self.bed.grant(self.bed.user_of("cni"), rbac_rules(REPO / "deploy/cni-rbac.yaml", "ClusterRole"))
 
@@ -483,6 +520,50 @@ class Stack:
 
         wait_for(listening, 30, what=f"cni-shim-daemon to listen in {sock}")
 
+    def _start_real_node(self) -> None:
+        self.say("Starting containerd and the real kubelet (the bed's Node)...")
+        self.real_node = realnode.RealNode(
+            api=self.api,
+            node_name=self.bed.node_name,
+            kubeconfig=self.bed.kubeconfig,
+            ca_file=self.bed.ca_file,
+            node_dir=self.run / "node",
+            root_dir=self.run / "kubelet",
+            cni_conf_dir=self.net_dir,
+            cni_bin_dir=self.bin_dir,
+            cdi_dir=self.run / "cdi",
+            tools=self.bed.tools,
+            env=self.delegate_env(),
+        )
+        self.real_node.start()
+
+    def _wait_registered(self) -> None:
+        driver = self.driver
+        assert driver is not None
+
+        def registered() -> bool:
+            if not driver.alive():
+                raise ReasonedError("DriverExited", f"sriov-dra-driver exited: {driver.output()}")
+            return "kubelet registered the plugin" in driver.output(200_000)
+
+        try:
+            wait_for(registered, 60, what="the kubelet to register sriov-dra-driver's plugin")
+        except WaitTimeout as exc:
+            raise ReasonedError(
+                "DriverNotRegistered",
+                f"{exc.message}: {driver.output()}\n--- kubelet ---\n{self.node_runtime.log_tail()}",
+            ) from None
+
+    def _start_gpu_plugin(self) -> None:
+        # The real kubelet prepares every driver of a claim: the GPU driver needs a plugin too.
+        self.gpu_plugin = GpuPlugin(self.api, self.registry_dir, self.plugins_dir)
+        if not self.gpu_plugin.registered.wait(30):
+            raise ReasonedError(
+                "GpuPluginNotRegistered",
+                f"the kubelet did not register the {GPU_DRIVER} stand-in plugin: "
+                f"{self.node_runtime.log_tail(errors_only=True)}",
+            )
+
     def _start_kubelet(self) -> None:
         assert self.driver is not None
         try:
@@ -522,6 +603,21 @@ class Stack:
                 steps.callback(step)
 
     def _stop_kubelet(self) -> None:
+        if self.real_node is not None:
+            if self.driver_token is not None:
+                # The anchor Pod runs on the real kubelet; let it stop it like any deleted Pod.
+                self.driver_token.revoke(self.bed)
+                with contextlib.suppress(WaitTimeout, ReasonedError):
+                    wait_for(
+                        lambda: not self.real_node or not self.real_node.running_sandboxes(),
+                        30,
+                        what="the kubelet to stop the remaining sandboxes",
+                    )
+            # While the driver and cni-shim-daemon still run: the CRI stops leftover sandboxes
+            # with a CNI DEL, which goes through them.
+            self.node_notes = self.real_node.stop()
+        if self.gpu_plugin is not None:
+            self.gpu_plugin.stop()
         if self.kubelet is not None:
             self.kubelet.stop()
             # Before the CNI daemon and the driver stop: a sandbox still up needs both to go.
@@ -576,6 +672,8 @@ class Stack:
             parts.append(f"--- cni-shim ---\n{shim_log.read_text(errors='replace')[-4000:]}")
         if self.kubelet is not None and self.kubelet.log:
             parts.append("--- kubelet-sim ---\n" + "\n".join(self.kubelet.log[-20:]))
+        if self.real_node is not None:
+            parts.append(f"--- kubelet (errors) ---\n{self.real_node.log_tail(errors_only=True)}")
         return "\n".join(parts)
 
     # -- applying and removing objects ------------------------------------------------------------
@@ -639,9 +737,19 @@ class Stack:
 
     # -- Pods -------------------------------------------------------------------------------------
 
+    def runnable(self, pod: Mapping[str, Any]) -> dict[str, Any]:
+        """The Pod as this node can run it: nothing can be pulled here, so on the real kubelet each
+        container runs the locally built workload image (its /bin/bash runs the spec's command)."""
+        out = copy.deepcopy(dict(pod))
+        if self.real:
+            for container in out["spec"]["containers"]:
+                container["image"] = self.node_runtime.workload_ref
+                container["imagePullPolicy"] = "Never"
+        return out
+
     def create_pod(self, pod: Mapping[str, Any]) -> dict[str, Any]:
         created = self.core.create_namespaced_pod(
-            pod["metadata"]["namespace"], client.V1Pod.model_validate(dict(pod))
+            pod["metadata"]["namespace"], client.V1Pod.model_validate(self.runnable(pod))
         )
         out: dict[str, Any] = self.api.sanitize_for_serialization(created)
         return out
@@ -658,7 +766,6 @@ class Stack:
         return pod
 
     def wait_running(self, namespace: str, name: str, timeout: float = POD_START_TIMEOUT) -> dict[str, Any]:
-        assert self.kubelet is not None
 
         def running() -> dict[str, Any] | None:
             pod = self.read_pod(namespace, name)
@@ -672,7 +779,10 @@ class Stack:
                 (c["type"], c.get("reason"), c.get("message"))
                 for c in (pod.get("status") or {}).get("conditions") or []
             ]
-            errors = "; ".join(self.kubelet.errors.values())
+            if self.kubelet is not None:
+                errors = "; ".join(self.kubelet.errors.values())
+            else:
+                errors = self.node_runtime.log_tail(errors_only=True, mentioning=name)
             raise ReasonedError(
                 "PodNotRunning",
                 f"{exc.message}; conditions {conditions}; kubelet: {errors or 'no error recorded'}",
@@ -687,6 +797,20 @@ class Stack:
             what=f"Pod {namespace}/{name} gone",
             interval=0.2,
         )
+
+    def netns_path(self, pod_uid: str) -> str:
+        """The network namespace of the Pod's current sandbox."""
+        if self.real:
+            runtime = self.node_runtime
+            return runtime.netns_path(runtime.ready_sandbox(pod_uid)["id"])
+        return self.sandbox(pod_uid).sandbox.netns_path
+
+    def prepare_calls(self) -> int:
+        """NodePrepareResources calls the kubelet made so far (the real one logs each at -v=4)."""
+        if self.real:
+            return self.node_runtime.rpc_calls("NodePrepareResources")
+        assert self.kubelet is not None
+        return self.kubelet.prepare_calls
 
     def sandbox(self, pod_uid: str) -> PodRecord:
         assert self.kubelet is not None
@@ -879,7 +1003,7 @@ def observe(stack: Stack, pod: Mapping[str, Any]) -> Observed:
     constraints = claim["spec"]["devices"].get("constraints") or []
     shadows = stack.shadows(namespace, live["metadata"]["uid"])
     by_pci = {_binding(s)["pciAddress"]: s for s in shadows}
-    links = ns_links(stack.sandbox(live["metadata"]["uid"]).sandbox.netns_path)
+    links = ns_links(stack.netns_path(live["metadata"]["uid"]))
     published = stack.published()
     rows = []
     for result in sorted((r for r in results if r["driver"] == DRIVER), key=lambda r: r["request"]):
@@ -1243,13 +1367,17 @@ class Stacks:
         self.bed, self.tools = bed, tools
         self.current: Stack | None = None
 
-    def get(self, *, thick: bool) -> Stack:
+    def get(self, *, thick: bool, kubelet: str = REAL) -> Stack:
         for component in ("plugins", "whereabouts", "cnitool"):
             self.tools.require(component)
-        if self.current is not None and self.current.thick != thick:
+        if kubelet == REAL:
+            for component in realnode.NODE_COMPONENTS:
+                self.tools.require(component)
+        current = self.current
+        if current is not None and (current.thick, current.kubelet_kind) != (thick, kubelet):
             self.close()
         if self.current is None:
-            stack = Stack(self.bed, thick=thick)
+            stack = Stack(self.bed, thick=thick, kubelet=kubelet)
             stack.__enter__()
             self.current = stack
         return self.current
@@ -1347,7 +1475,9 @@ def spec_checks(stack: Stack, run: Running, obs: Observed, *, gpus: int, vfs: in
 
 def run_workload(stack: Stack, workload: Workload, *, gpus: int, vfs: int) -> Result:
     """Apply, start the Pod, observe and check it, delete it, check the teardown, remove the objects."""
-    result = Result(workload.name, "thick" if stack.thick else "thin", timings=dict(stack.timings))
+    result = Result(
+        workload.name, "thick" if stack.thick else "thin", stack.kubelet_kind, timings=dict(stack.timings)
+    )
     sources = apply_workload(stack, workload)
     try:
         run = start_pod(stack, workload, workload.pod, sources)

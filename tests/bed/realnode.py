@@ -51,6 +51,7 @@ CGROUP_V1_ROOT = Path("/sys/fs/cgroup")
 # The device manager's directory is not under --root-dir (pluginapi.DevicePluginPath).
 DEVICE_PLUGINS_DIR = Path("/var/lib/kubelet/device-plugins")
 READY_TIMEOUT = 90.0
+SLICES_WIPED = '"Deleted ResourceSlices"'  # the kubelet's start-up wipe of its node's slices
 STOP_GRACE = 20.0
 
 
@@ -494,15 +495,20 @@ class RealNode:
             f"--hostname-override={self.node_name}",
             # A loopback node IP is refused; the host's own address, nothing is served on it.
             f"--node-ip={ip}",
-            "--v=2",
+            # -v=4: the kubelet logs each NodePrepare/NodeUnprepareResources call, which the
+            # lifecycle tests count.
+            "--v=4",
         ]
+        wiped = self._log_count(SLICES_WIPED)
         proc, self.kubelet = self._launch("kubelet", argv, self.kubelet_log)
         started = time.time()
 
         def ready() -> bool:
             if proc.poll() is not None:
                 raise RealNodeError("KubeletExited", f"the kubelet exited: {log_tail(self.kubelet_log)}")
-            return self._kubelet_ready_since(started)
+            # Ready, and past its start-up wipe of the node's ResourceSlices: whoever publishes
+            # slices after this returns is not undone by the kubelet a moment later.
+            return self._kubelet_ready_since(started) and self._log_count(SLICES_WIPED) > wiped
 
         self._wait(
             ready, READY_TIMEOUT, f"the kubelet to report Node {self.node_name} Ready", self.kubelet_log
@@ -526,6 +532,42 @@ class RealNode:
             raise RealNodeError(
                 "RealNodeNotReady", f"{exc.message}; last log lines:\n{log_tail(log)}"
             ) from None
+
+    @property
+    def workload_ref(self) -> str:
+        """The locally built workload image (known before the import: it is reproducible)."""
+        return f"{images.WORKLOAD_IMAGE}:{images.busybox_version()}"
+
+    def log_tail(self, *, errors_only: bool = False, mentioning: str = "", lines: int = 25) -> str:
+        try:
+            text = self.kubelet_log.read_text(errors="replace")
+        except FileNotFoundError:
+            return "(no kubelet log)"
+        picked = [
+            line
+            for line in text.splitlines()
+            if (not errors_only or line.startswith("E")) and mentioning in line
+        ]
+        return "\n".join(picked[-lines:]) or "(nothing logged)"
+
+    def _log_count(self, needle: str) -> int:
+        try:
+            return self.kubelet_log.read_text(errors="replace").count(needle)
+        except FileNotFoundError:
+            return 0
+
+    def rpc_calls(self, method: str, driver: str = "sriovnetwork.k8snetworkplumbingwg.io") -> int:
+        """How many ``method`` calls (NodePrepareResources, NodeUnprepareResources) the kubelet
+        completed to ``driver``'s plugin, from its own log; counted across kubelet restarts (the
+        log is appended to)."""
+        try:
+            text = self.kubelet_log.read_text(errors="replace")
+        except FileNotFoundError:
+            return 0
+        marker = f'driverName="{driver}"'
+        return sum(
+            1 for line in text.splitlines() if f'"Done calling {method} rpc"' in line and marker in line
+        )
 
     # -- kubelet control (lifecycle tests) ---------------------------------------------------
 
@@ -554,6 +596,9 @@ class RealNode:
             args += ["--label", f"io.kubernetes.pod.uid={pod_uid}"]
         items: list[dict[str, Any]] = json.loads(self.crictl(*args).stdout or "{}").get("items") or []
         return sorted(items, key=lambda s: int(s.get("createdAt") or 0), reverse=True)
+
+    def running_sandboxes(self) -> list[dict[str, Any]]:
+        return [s for s in self.sandboxes() if s.get("state") == "SANDBOX_READY"]
 
     def ready_sandbox(self, pod_uid: str) -> dict[str, Any]:
         ready = [s for s in self.sandboxes(pod_uid) if s.get("state") == "SANDBOX_READY"]
@@ -591,11 +636,17 @@ class RealNode:
             killed = processes.stop([self.containerd], grace=STOP_GRACE)
             notes += [f"{n} needed SIGKILL" for n in killed]
             self.containerd = None
-        for pid in _pids_with(self.bin.shim_dir / "containerd-shim-runc-v2", str(self.socket)):
+        shim = self.bin.shim_dir / "containerd-shim-runc-v2"
+        # A removed sandbox's shim exits on its own shortly after; only one that stays is killed.
+        with contextlib.suppress(WaitTimeout):
+            wait_for(lambda: not _pids_with(shim, str(self.socket)), 5, what="shims to exit", interval=0.1)
+        for pid in _pids_with(shim, str(self.socket)):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
                 notes.append(f"killed a leftover shim (pid {pid})")
-        for mount in sorted(_mounts_under(self.dir), key=len, reverse=True):
+        # The kubelet bind-mounts its --root-dir onto itself (shared propagation) and mounts each
+        # Pod's projected volumes below it; containerd mounts rootfs and shm under its state.
+        for mount in sorted(_mounts_under(self.dir) + _mounts_under(self.root_dir), key=len, reverse=True):
             subprocess.run(["umount", "-l", mount], capture_output=True, check=False)
         for hierarchy in _cgroup_hierarchies() if CGROUP_V1_ROOT.is_dir() else []:
             left = _remove_cgroup_tree(hierarchy / self.cgroup_root.lstrip("/"))

@@ -1,8 +1,11 @@
 """The product's main job end to end (spec 14.2, 14.4, 16.2) on the real control plane, the fake
-SR-IOV node, the real driver and CNI processes and the simulated kubelet (tests/bed/e2e.py).
+SR-IOV node, the real driver and CNI processes and the real kubelet with containerd and runc
+(tests/bed/e2e.py, tests/bed/realnode.py); skipped, with the reason, where the real kubelet cannot
+run.
 
-These are the same scenario ``make demo`` prints, asserted; plus the 14.1 one-NAD pattern, a
-sandbox re-created without a new prepare, and a second Pod on the same rails.
+These are the same scenario ``make demo`` prints, asserted; plus the 14.1 one-NAD pattern and a
+second Pod on the same rails. The Pod lifecycle on the real kubelet is in
+test_real_kubelet_lifecycle.py.
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from pyroute2 import netns
 
 from sriov_contract import keys
 from tests.bed import e2e
@@ -64,45 +66,6 @@ def test_one_nad_deviceclass_pattern(thick_stack) -> None:
         "ai-workloads/rail-a-net",
         "-",
     )
-
-
-def _selections(obs: e2e.Observed) -> tuple[str, str]:
-    annotations = obs.pod["metadata"]["annotations"]
-    return annotations[keys.NETWORKS_ANNOTATION], annotations[keys.REGISTRY_ANNOTATION]
-
-
-def _shadow_ids(obs: e2e.Observed) -> set[tuple[str, str, str]]:
-    return {(s["metadata"]["name"], s["metadata"]["uid"], s["spec"]["config"]) for s in obs.shadows}
-
-
-def test_recreated_sandbox_keeps_shadows_and_selections_without_a_new_prepare(thick_stack) -> None:
-    stack = thick_stack
-    with e2e.running_pairs(stack) as run:
-        before = run.observe()
-        old_netns = stack.sandbox(before.uid).sandbox.netns
-        old_id = stack.sandbox(before.uid).sandbox.container_id
-        prepare_calls = stack.kubelet.prepare_calls
-        record = stack.kubelet.recreate_sandbox(before.uid)
-        after = run.observe()
-        assert record.sandbox.netns != old_netns
-        # the shim cached the new attachment under the ID cnitool (libcni) gave it, the old one is gone
-        cached = {p.name for p in (stack.run / "shim-cache").iterdir()}
-        assert record.sandbox.container_id in cached and old_id not in cached, cached
-        assert old_netns not in _netns_names()
-        assert _shadow_ids(after) == _shadow_ids(before) and len(before.shadows) == 2
-        assert _selections(after) == _selections(before)
-        assert [(r.request, r.vf_pci, r.shadow_nad, r.interface) for r in after.rows] == [
-            (r.request, r.vf_pci, r.shadow_nad, r.interface) for r in before.rows
-        ]
-        assert e2e.check_addresses(stack, after).status == e2e.PASS, e2e.check_addresses(stack, after)
-        # no new prepare: kubelet made no NodePrepareResources call and the checkpoint is unchanged
-        # (the driver's repair worker may still read the claim on its own schedule)
-        assert stack.kubelet.prepare_calls == prepare_calls
-        assert set(stack.checkpoint_claims()) == {before.claim["metadata"]["uid"]}
-
-
-def _netns_names() -> set[str]:
-    return set(netns.listnetns())
 
 
 def test_second_pod_gets_different_addresses_from_the_same_rails(thick_stack) -> None:

@@ -157,9 +157,16 @@ def host_local_allocations(ipam: Path, network: str) -> dict[str, str]:
 
 
 def ns_links(netns_path: str) -> dict[str, Any]:
-    """Links (with ``addr_info``) inside a named netns, keyed by name, as ``ip -j addr`` shows them."""
-    name = netns_path.rsplit("/", 1)[1]
-    out = subprocess.run(["ip", "-n", name, "-j", "addr"], capture_output=True, text=True, check=True)
+    """Links (with ``addr_info``) inside a netns, keyed by name, as ``ip -j addr`` shows them.
+
+    Named netns live in /run/netns; containerd's (the real node's) live under its state dir, which
+    ``ip -n`` cannot name, so those are entered by path."""
+    parent, name = netns_path.rsplit("/", 1)
+    if parent in ("/run/netns", "/var/run/netns"):
+        argv = ["ip", "-n", name, "-j", "addr"]
+    else:
+        argv = ["nsenter", f"--net={netns_path}", "ip", "-j", "addr"]
+    out = subprocess.run(argv, capture_output=True, text=True, check=True)
     return {link["ifname"]: link for link in json.loads(out.stdout)}
 
 

@@ -1,9 +1,13 @@
 """Fixtures for suites that run on the end-to-end stack (tests/bed/e2e.py): fake node, driver,
-node CNI and simulated kubelet on the session's bed.
+node CNI and the real kubelet (containerd + runc) on the session's bed.
 
-- ``stacks`` (module): at most one running ``Stack``, switched between thick and thin on demand.
-- ``thick_stack``: that stack with the CNI in thick mode (the thin mode runs through `make demo`'s
-  own entry point in tests/e2e).
+- ``stacks`` (module): at most one running ``Stack``, switched between thick and thin (and real and
+  simulated kubelet) on demand.
+- ``thick_stack``: that stack with the CNI in thick mode on the real kubelet. Where the real kubelet
+  cannot run here the test is skipped with the exact reason (``realnode.unavailable_reason``),
+  never passed on the simulator.
+- ``sim_stack``: thick mode on the simulated kubelet, only for tests that need to control timing
+  the real kubelet does not offer (each says why).
 
 Heavy imports happen inside the fixtures so that unit-only runs stay fast.
 """
@@ -31,6 +35,23 @@ def stacks(testbed: TestBed, tool_dirs: ToolSet) -> Iterator[Stacks]:
     made.close()
 
 
+@pytest.fixture(scope="session")
+def real_kubelet(tool_dirs: ToolSet) -> None:
+    """Skips the test, naming the reason, where the real kubelet cannot run."""
+    from tests.bed import realnode  # noqa: PLC0415 - see module docstring
+
+    reason = realnode.unavailable_reason(tool_dirs)
+    if reason:
+        pytest.skip(f"the real kubelet cannot run here: {reason}")
+
+
 @pytest.fixture
-def thick_stack(stacks: Stacks) -> Stack:
+def thick_stack(stacks: Stacks, real_kubelet: None) -> Stack:
     return stacks.get(thick=True)
+
+
+@pytest.fixture
+def sim_stack(stacks: Stacks) -> Stack:
+    from tests.bed.e2e import SIM  # noqa: PLC0415 - see module docstring
+
+    return stacks.get(thick=True, kubelet=SIM)

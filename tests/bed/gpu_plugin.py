@@ -1,0 +1,133 @@
+"""A stand-in for the NVIDIA DRA driver's kubelet plugin, for the real kubelet.
+
+The real kubelet prepares every driver named in a claim's allocation and refuses to start a Pod
+while any of them has no registered plugin ("DRA driver gpu.nvidia.com is not registered"); the
+simulated kubelet assumed other drivers' results were prepared elsewhere. This plugin registers
+``gpu.nvidia.com`` through the kubelet's plugin registry over real unix sockets and prepares a
+claim's GPU results with no CDI devices (the fake GPUs have nothing to inject); unprepare succeeds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from concurrent import futures
+from pathlib import Path
+from typing import Any
+
+import grpc
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from sriov_dra.kubeletplugin.gen import dra_v1_pb2, pluginregistration_v1_pb2
+from sriov_dra.kubeletplugin.server import unary_service
+from tests.support.gpu import GPU_DRIVER
+
+DRA_SERVICE = "k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin"
+
+
+class GpuPlugin:
+    """``GpuPlugin(api, registry_dir, plugins_dir)`` serves at once; ``stop()`` removes the sockets."""
+
+    def __init__(self, api: client.ApiClient, registry_dir: Path, plugins_dir: Path) -> None:
+        self.objects = client.CustomObjectsApi(api)
+        self.dra_socket = plugins_dir / GPU_DRIVER / "dra.sock"
+        self.reg_socket = registry_dir / f"{GPU_DRIVER}-reg.sock"
+        self.registered = threading.Event()
+        self.prepared: dict[str, int] = {}  # claim UID -> prepare calls, for tests
+        self._servers: list[grpc.Server] = []
+        pb = dra_v1_pb2
+        self._serve(
+            self.dra_socket,
+            unary_service(
+                DRA_SERVICE,
+                {
+                    "NodePrepareResources": (
+                        self._prepare,
+                        pb.NodePrepareResourcesRequest,
+                        pb.NodePrepareResourcesResponse,
+                    ),
+                    "NodeUnprepareResources": (
+                        self._unprepare,
+                        pb.NodeUnprepareResourcesRequest,
+                        pb.NodeUnprepareResourcesResponse,
+                    ),
+                },
+            ),
+        )
+        reg = pluginregistration_v1_pb2
+        self._serve(
+            self.reg_socket,
+            unary_service(
+                "pluginregistration.Registration",
+                {
+                    "GetInfo": (self._info, reg.InfoRequest, reg.PluginInfo),
+                    "NotifyRegistrationStatus": (
+                        self._notify,
+                        reg.RegistrationStatus,
+                        reg.RegistrationStatusResponse,
+                    ),
+                },
+            ),
+        )
+
+    def _serve(self, socket: Path, handler: grpc.GenericRpcHandler) -> None:
+        socket.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            socket.unlink()
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        server.add_generic_rpc_handlers((handler,))
+        server.add_insecure_port(f"unix://{socket}")
+        server.start()
+        self._servers.append(server)
+
+    def _info(self, _request: Any, _context: grpc.ServicerContext) -> Any:
+        return pluginregistration_v1_pb2.PluginInfo(
+            type="DRAPlugin",
+            name=GPU_DRIVER,
+            endpoint=str(self.dra_socket),
+            supported_versions=["v1.DRAPlugin"],
+        )
+
+    def _notify(self, request: Any, _context: grpc.ServicerContext) -> Any:
+        if request.plugin_registered:
+            self.registered.set()
+        return pluginregistration_v1_pb2.RegistrationStatusResponse()
+
+    def _prepare(self, request: Any, _context: grpc.ServicerContext) -> Any:
+        response = dra_v1_pb2.NodePrepareResourcesResponse()
+        for ref in request.claims:
+            entry = response.claims[ref.uid]
+            self.prepared[ref.uid] = self.prepared.get(ref.uid, 0) + 1
+            try:
+                claim: dict[str, Any] = self.objects.get_namespaced_custom_object(  # type: ignore[assignment]
+                    "resource.k8s.io", "v1", ref.namespace, "resourceclaims", ref.name
+                )
+            except ApiException as exc:
+                entry.error = f"claim {ref.namespace}/{ref.name}: {exc.status} {exc.reason}"
+                continue
+            results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get(
+                "results"
+            ) or []
+            entry.devices.extend(
+                dra_v1_pb2.Device(
+                    request_names=[r["request"].split("/")[0]], pool_name=r["pool"], device_name=r["device"]
+                )
+                for r in results
+                if r["driver"] == GPU_DRIVER
+            )
+        return response
+
+    def _unprepare(self, request: Any, _context: grpc.ServicerContext) -> Any:
+        response = dra_v1_pb2.NodeUnprepareResourcesResponse()
+        for ref in request.claims:
+            response.claims[ref.uid].error = ""
+        return response
+
+    def stop(self) -> None:
+        # The registration socket first: the kubelet de-registers the plugin when it disappears.
+        for server in reversed(self._servers):
+            server.stop(None).wait()
+        for socket in (self.reg_socket, self.dra_socket):
+            with contextlib.suppress(FileNotFoundError):
+                socket.unlink()

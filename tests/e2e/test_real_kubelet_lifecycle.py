@@ -1,0 +1,211 @@
+"""Pod lifecycle on the real kubelet v1.36.3 (containerd + runc): what the spec's K1-K13 assume
+about the kubelet, observed instead of simulated (tests/bed/realnode.py, tests/bed/e2e.py).
+
+NodePrepare/NodeUnprepareResources calls are counted from the kubelet's own log (-v=4); CNI calls
+from cni-shim-daemon's log; sandboxes and containers through the CRI (crictl).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from typing import Any
+
+import pytest
+
+from sriov_contract import keys
+from tests.bed import e2e
+from tests.bed.waiting import wait_for
+from tests.support.cni import ipv4_addresses, ns_links
+
+pytestmark = [pytest.mark.integration, pytest.mark.netns]
+
+
+def _shadow_ids(obs: e2e.Observed) -> set[tuple[str, str, str]]:
+    return {(s["metadata"]["name"], s["metadata"]["uid"], s["spec"]["config"]) for s in obs.shadows}
+
+
+def _selections(obs: e2e.Observed) -> tuple[str, str]:
+    annotations = obs.pod["metadata"]["annotations"]
+    return annotations[keys.NETWORKS_ANNOTATION], annotations[keys.REGISTRY_ANNOTATION]
+
+
+def _same_network(before: e2e.Observed, after: e2e.Observed) -> None:
+    assert _shadow_ids(after) == _shadow_ids(before) and len(before.shadows) == 2
+    assert _selections(after) == _selections(before)
+    assert [(r.request, r.vf_pci, r.shadow_nad, r.interface, r.ip) for r in after.rows] == [
+        (r.request, r.vf_pci, r.shadow_nad, r.interface, r.ip) for r in before.rows
+    ]
+
+
+def _pod_key(run: e2e.Running) -> str:
+    meta = run.pod["metadata"]
+    return f"{meta['namespace']}/{meta['name']}"
+
+
+def _restarts(stack: e2e.Stack, run: e2e.Running) -> int:
+    pod = stack.read_pod(run.pod["metadata"]["namespace"], run.pod["metadata"]["name"]) or {}
+    return sum(
+        int(c.get("restartCount") or 0) for c in (pod.get("status") or {}).get("containerStatuses") or []
+    )
+
+
+def test_container_restart_reuses_the_sandbox_without_prepare_or_cni(thick_stack: e2e.Stack) -> None:
+    stack = thick_stack
+    node = stack.node_runtime
+    with e2e.running_pairs(stack) as run:
+        before = run.observe()
+        sandbox = node.ready_sandbox(before.uid)["id"]
+        prepares, adds = stack.prepare_calls(), e2e.daemon_answers(stack, "ADD", _pod_key(run))
+        (container,) = [c for c in node.containers(before.uid) if c["state"] == "CONTAINER_RUNNING"]
+        # The workload's PID 1 ignores SIGTERM; crictl stop kills it after the timeout, the kubelet
+        # restarts it (restartPolicy Always) in the same sandbox.
+        node.crictl("stop", "--timeout", "0", container["id"])
+        wait_for(lambda: _restarts(stack, run) >= 1, 60, what="the kubelet to restart the container")
+        stack.wait_running(run.pod["metadata"]["namespace"], run.pod["metadata"]["name"])
+        after = run.observe()
+        assert node.ready_sandbox(before.uid)["id"] == sandbox
+        _same_network(before, after)
+        assert stack.prepare_calls() == prepares
+        assert e2e.daemon_answers(stack, "ADD", _pod_key(run)) == adds
+
+
+def test_recreated_sandbox_keeps_shadows_and_addresses_without_a_new_prepare(thick_stack: e2e.Stack) -> None:
+    """Spec K3: a dead sandbox is re-created (CNI DEL of the old, ADD of the new) from the kubelet's
+    prepared-claim cache, with no NodePrepareResources; the frozen shadows are reused."""
+    stack = thick_stack
+    node = stack.node_runtime
+    with e2e.running_pairs(stack) as run:
+        before = run.observe()
+        old = node.ready_sandbox(before.uid)["id"]
+        old_netns = stack.netns_path(before.uid)
+        prepares, adds = stack.prepare_calls(), e2e.daemon_answers(stack, "ADD", _pod_key(run))
+        dels = e2e.daemon_answers(stack, "DEL", _pod_key(run))
+        os.kill(node.sandbox_pid(old), signal.SIGKILL)  # the pause process: the sandbox dies
+
+        def recreated() -> bool:
+            ready = [s for s in node.sandboxes(before.uid) if s.get("state") == "SANDBOX_READY"]
+            return bool(ready) and ready[0]["id"] != old
+
+        wait_for(recreated, 90, what="the kubelet to re-create the Pod's sandbox", interval=0.25)
+        stack.wait_running(run.pod["metadata"]["namespace"], run.pod["metadata"]["name"])
+        after = run.observe()
+        new = node.ready_sandbox(before.uid)["id"]
+        assert stack.netns_path(before.uid) != old_netns
+        assert not os.path.exists(old_netns), "containerd removed the dead sandbox's netns"
+        # the shim cached the new attachment under the new sandbox ID, the old one is gone
+        cached = {p.name for p in (stack.run / "shim-cache").iterdir()}
+        assert any(new in name for name in cached) and not any(old in name for name in cached), cached
+        _same_network(before, after)
+        assert e2e.check_addresses(stack, after).status == e2e.PASS, e2e.check_addresses(stack, after)
+        assert stack.prepare_calls() == prepares
+        assert e2e.daemon_answers(stack, "ADD", _pod_key(run)) == adds + 1
+        assert e2e.daemon_answers(stack, "DEL", _pod_key(run)) == dels + 1
+        assert set(stack.checkpoint_claims()) == {before.claim["metadata"]["uid"]}
+
+
+def test_kubelet_restart_keeps_the_running_pod_and_its_bindings(thick_stack: e2e.Stack) -> None:
+    """Spec K7: a kubelet restart with a running Pod leaves its sandbox, shadows and addresses;
+    the bindings stay Ready, no second shadow appears and the driver's slices come back (the
+    kubelet deletes its node's ResourceSlices when it starts). The restarted kubelet has lost its
+    prepared state: the next sandbox it creates for the Pod calls NodePrepareResources again, and
+    the driver answers from its checkpoint with the same shadows."""
+    stack = thick_stack
+    node = stack.node_runtime
+    with e2e.running_pairs(stack) as run:
+        before = run.observe()
+        sandbox = node.ready_sandbox(before.uid)["id"]
+        adds = e2e.daemon_answers(stack, "ADD", _pod_key(run))
+        prepares = stack.prepare_calls()
+        node.restart_kubelet()
+        stack.wait_advertised(run.workload.advertised)
+        stack.publish_gpus()  # nobody republishes the stand-in GPU slices the kubelet deleted
+        after = run.observe()
+        assert node.ready_sandbox(before.uid)["id"] == sandbox
+        _same_network(before, after)
+        assert e2e.check_device_status(after).status == e2e.PASS, e2e.check_device_status(after)
+        assert len(stack.shadows(run.workload.namespace)) == 2
+        assert e2e.daemon_answers(stack, "ADD", _pod_key(run)) == adds
+        assert stack.prepare_calls() == prepares, "the restart alone re-prepared the running Pod"
+
+        os.kill(node.sandbox_pid(sandbox), signal.SIGKILL)
+        wait_for(
+            lambda: any(
+                s["state"] == "SANDBOX_READY" and s["id"] != sandbox for s in node.sandboxes(before.uid)
+            ),
+            90,
+            what="the restarted kubelet to re-create the sandbox",
+            interval=0.25,
+        )
+        stack.wait_running(run.pod["metadata"]["namespace"], run.pod["metadata"]["name"])
+        again = run.observe()
+        assert stack.prepare_calls() == prepares + 1
+        _same_network(before, again)
+        assert e2e.check_device_status(again).status == e2e.PASS, e2e.check_device_status(again)
+        assert len(stack.shadows(run.workload.namespace)) == 2
+
+
+def test_pod_deletion_runs_cni_del_before_unprepare_and_frees_everything(thick_stack: e2e.Stack) -> None:
+    """Spec K6/K13: StopPodSandbox (CNI DEL) comes before NodeUnprepareResources; afterwards no
+    shadow, no whereabouts lease, every VF on the host and an empty checkpoint."""
+    stack = thick_stack
+    pairs = e2e.pairs_workload(stack.fake_node, stack.whereabouts_ipam())
+    with e2e.applied(stack, pairs) as sources:
+        run = e2e.start_pod(stack, pairs, pairs.pod, sources)
+        key = _pod_key(run)
+        unprepares = stack.node_runtime.rpc_calls("NodeUnprepareResources")
+        stack.core.delete_namespaced_pod(run.pod["metadata"]["name"], run.pod["metadata"]["namespace"])
+        seen: dict[str, Any] = {}
+
+        def unprepared() -> bool:
+            if stack.node_runtime.rpc_calls("NodeUnprepareResources") > unprepares:
+                # read right after the kubelet logged the unprepare: a DEL after it is not logged yet
+                seen["dels"] = e2e.daemon_answers(stack, "DEL", key)
+                return True
+            return False
+
+        wait_for(unprepared, e2e.CLEANUP_TIMEOUT, what="the kubelet's NodeUnprepareResources", interval=0.02)
+        assert seen["dels"] >= 1, "NodeUnprepareResources completed before any CNI DEL of the Pod"
+        refs = e2e.stop_pod(stack, pairs.pod)
+        checks = e2e.teardown_checks(stack, pairs, refs)
+        assert all(c.status == e2e.PASS for c in checks), e2e.render_checks(checks)
+        assert not stack.node_runtime.sandboxes(run.pod["metadata"]["uid"]) or all(
+            s["state"] == "SANDBOX_NOTREADY" for s in stack.node_runtime.sandboxes(run.pod["metadata"]["uid"])
+        )
+
+
+def test_force_deleted_pod_is_torn_down_without_freeing_anything_unsafely(thick_stack: e2e.Stack) -> None:
+    """A Pod deleted with grace period 0: the API object is gone at once, while the kubelet still
+    holds the sandbox. Nothing may be freed while the Pod's netns still holds a VF; in the end
+    everything is released."""
+    stack = thick_stack
+    node = stack.node_runtime
+    pairs = e2e.pairs_workload(stack.fake_node, stack.whereabouts_ipam())
+    with e2e.applied(stack, pairs) as sources:
+        run = e2e.start_pod(stack, pairs, pairs.pod, sources)
+        uid = run.pod["metadata"]["uid"]
+        netns = stack.netns_path(uid)
+        stack.core.delete_namespaced_pod(
+            run.pod["metadata"]["name"], run.pod["metadata"]["namespace"], grace_period_seconds=0
+        )
+        # While an address is still configured on a VF in the Pod's netns, its whereabouts lease
+        # must still be held: freeing it then could hand the same IP to another Pod.
+        networks = e2e.network_names(pairs)
+        deadline = time.monotonic() + e2e.CLEANUP_TIMEOUT
+        while os.path.exists(netns) and time.monotonic() < deadline:
+            try:
+                links = ns_links(netns)
+            except subprocess.CalledProcessError:
+                break  # the netns went away between the check and the read
+            held = [a for name in ("dra0", "dra1") for a in ipv4_addresses(links.get(name, {}))]
+            if held:
+                leases = stack.whereabouts_allocations(networks)
+                assert leases, f"whereabouts freed the leases while {held} are still in the Pod netns"
+            time.sleep(0.05)  # a poll interval, bounded by the deadline above
+        assert not os.path.exists(netns), "the kubelet never tore the force-deleted Pod's sandbox down"
+        refs = e2e.stop_pod(stack, pairs.pod)
+        checks = e2e.teardown_checks(stack, pairs, refs)
+        assert all(c.status == e2e.PASS for c in checks), e2e.render_checks(checks)
+        assert all(s["state"] == "SANDBOX_NOTREADY" for s in node.sandboxes(uid))
