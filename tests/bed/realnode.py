@@ -140,6 +140,7 @@ cgroupDriver: cgroupfs
 cgroupRoot: {cgroup_root}
 # Some of these machines have swap enabled; the kubelet refuses to start on swap by default.
 failSwapOn: false
+# This node's own containerd, not a host-wide /run/containerd socket.
 containerRuntimeEndpoint: unix://{runtime_socket}
 # Every listener on loopback and on a free port: other beds run on the same machine.
 address: 127.0.0.1
