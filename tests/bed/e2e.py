@@ -82,6 +82,7 @@ LIBCNI_CACHE_DIR = Path("/var/lib/cni")
 
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
 REAL, SIM = "real", "sim"  # which kubelet a Stack runs
+REGISTERED = "kubelet registered the plugin"  # the driver's log line (sriov_dra.app.wiring)
 
 
 # -- results --------------------------------------------------------------------------------------
@@ -483,7 +484,7 @@ class Stack:
     def delegate_env(self) -> dict[str, str]:
         return {**self.fake_node.env(), "SRIOV_CNI_DATA_DIR": str(self.run / "sriov-data")}
 
-    def _start_driver(self) -> None:
+    def _start_driver(self, extra_env: Mapping[str, str] | None = None) -> None:
         self.say("Starting sriov-dra-driver (MULTUS mode, auto-attach)")
         assert self.driver_token is not None, "the driver's RBAC and token come first"
         for d in (self.plugins_dir, self.registry_dir, self.run / "cdi"):
@@ -499,6 +500,7 @@ class Stack:
             "KUBECONFIG": str(self.driver_token.kubeconfig),
             "CONFIGURATION_MODE": "MULTUS",
             "MULTUS_AUTO_ATTACH": "true",
+            **(extra_env or {}),
         }
         self.driver = Process([str(BIN / "sriov-dra-driver")], env, self.run / "driver.log")
 
@@ -537,14 +539,28 @@ class Stack:
         )
         self.real_node.start()
 
-    def _wait_registered(self) -> None:
+    def restart_driver(self, extra_env: Mapping[str, str] | None = None) -> None:
+        """Stop the driver (if it still runs) and start it again, e.g. with a crash point set
+        (SRIOV_DRA_CRASH_AT); on the real kubelet, wait until the kubelet registered it again."""
+        if self.driver is not None:
+            self.driver.stop()
+        before = self._registrations()
+        self._start_driver(extra_env)
+        if self.real:
+            self._wait_registered(before)
+
+    def _registrations(self) -> int:
+        # The driver's log is appended to across restarts: count, do not just look.
+        return self.driver.output(10_000_000).count(REGISTERED) if self.driver is not None else 0
+
+    def _wait_registered(self, before: int = 0) -> None:
         driver = self.driver
         assert driver is not None
 
         def registered() -> bool:
             if not driver.alive():
                 raise ReasonedError("DriverExited", f"sriov-dra-driver exited: {driver.output()}")
-            return "kubelet registered the plugin" in driver.output(200_000)
+            return self._registrations() > before
 
         try:
             wait_for(registered, 60, what="the kubelet to register sriov-dra-driver's plugin")

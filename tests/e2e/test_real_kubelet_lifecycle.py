@@ -7,6 +7,7 @@ from cni-shim-daemon's log; sandboxes and containers through the CRI (crictl).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -14,6 +15,7 @@ import time
 from typing import Any
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 
 from sriov_contract import keys
 from tests.bed import e2e
@@ -209,3 +211,91 @@ def test_force_deleted_pod_is_torn_down_without_freeing_anything_unsafely(thick_
         checks = e2e.teardown_checks(stack, pairs, refs)
         assert all(c.status == e2e.PASS for c in checks), e2e.render_checks(checks)
         assert all(s["state"] == "SANDBOX_NOTREADY" for s in node.sandboxes(uid))
+
+
+@pytest.mark.parametrize("step", ["prepare-created", "prepare-pod"])
+def test_driver_killed_during_prepare_converges_on_the_kubelets_retry(
+    thick_stack: e2e.Stack, step: str
+) -> None:
+    """The driver dies inside NodePrepareResources (a crash point: no cleanup, like SIGKILL); the
+    kubelet's call fails and it retries against the restarted, re-registered driver. The Pod
+    runs with exactly its two shadows; deletion leaves nothing."""
+    stack = thick_stack
+    pairs = e2e.pairs_workload(stack.fake_node, stack.whereabouts_ipam())
+    namespace, name = pairs.namespace, pairs.pod["metadata"]["name"]
+    with e2e.applied(stack, pairs) as sources:
+        stack.restart_driver({"SRIOV_DRA_CRASH_AT": step})
+        try:
+            stack.create_pod(pairs.pod)
+            assert stack.driver is not None
+            driver = stack.driver
+            wait_for(lambda: not driver.alive(), 60, what=f"the driver to crash at {step}")
+            stack.restart_driver()
+            run = e2e.Running(stack, pairs, stack.wait_running(namespace, name), sources, 0, 0.0)
+            obs = run.observe()
+            assert e2e.check_shadows(obs, 2).status == e2e.PASS, e2e.check_shadows(obs, 2)
+            assert e2e.check_addresses(stack, obs).status == e2e.PASS, e2e.check_addresses(stack, obs)
+            assert e2e.check_device_status(obs).status == e2e.PASS, e2e.check_device_status(obs)
+            assert len(stack.shadows(namespace)) == 2
+        finally:
+            if stack.driver is None or not stack.driver.alive():
+                stack.restart_driver()
+            refs = e2e.stop_pod(stack, pairs.pod)
+        checks = e2e.teardown_checks(stack, pairs, refs)
+        assert all(c.status == e2e.PASS for c in checks), e2e.render_checks(checks)
+
+
+@pytest.mark.parametrize("step", ["unprepare-shadow-deleted", "unprepare-hardware"])
+def test_driver_killed_during_unprepare_converges_on_the_kubelets_retry(
+    thick_stack: e2e.Stack, step: str
+) -> None:
+    """The driver dies inside NodeUnprepareResources of a deleted Pod; the kubelet retries the
+    unprepare against the restarted driver and the cleanup completes."""
+    stack = thick_stack
+    pairs = e2e.pairs_workload(stack.fake_node, stack.whereabouts_ipam())
+    with e2e.applied(stack, pairs) as sources:
+        e2e.start_pod(stack, pairs, pairs.pod, sources)
+        stack.restart_driver({"SRIOV_DRA_CRASH_AT": step})
+        try:
+            stack.core.delete_namespaced_pod(pairs.pod["metadata"]["name"], pairs.namespace)
+            assert stack.driver is not None
+            driver = stack.driver
+            wait_for(lambda: not driver.alive(), 60, what=f"the driver to crash at {step}")
+        finally:
+            stack.restart_driver()
+        refs = e2e.stop_pod(stack, pairs.pod)
+        checks = e2e.teardown_checks(stack, pairs, refs)
+        assert all(c.status == e2e.PASS for c in checks), e2e.render_checks(checks)
+
+
+def test_namespace_deletion_with_a_running_managed_pod_completes_cleanup(thick_stack: e2e.Stack) -> None:
+    """Spec 17.4: deleting the workload namespace with a running managed Pod: the kubelet tears the
+    Pod down, the protected shadows' finalizers stay patchable in the terminating namespace, no new
+    shadow appears, and the namespace goes away with nothing left (runs last: it removes the
+    example's namespace, which the stack re-creates)."""
+    stack = thick_stack
+    pairs = e2e.pairs_workload(stack.fake_node, stack.whereabouts_ipam())
+    sources = e2e.apply_workload(stack, pairs)
+    try:
+        run = e2e.start_pod(stack, pairs, pairs.pod, sources)
+        shadows = {s["metadata"]["uid"] for s in run.observe().shadows}
+        assert len(shadows) == 2
+        stack.core.delete_namespace(pairs.namespace)
+        seen: set[str] = set()
+
+        def gone() -> bool:
+            with contextlib.suppress(ApiException):
+                seen.update(s["metadata"]["uid"] for s in stack.shadows(pairs.namespace))
+            try:
+                stack.core.read_namespace(pairs.namespace)
+            except ApiException as exc:
+                return bool(exc.status == 404)
+            return False
+
+        wait_for(gone, 120, what=f"namespace {pairs.namespace} deleted", interval=0.25)
+        assert seen <= shadows, f"new shadows appeared during namespace deletion: {seen - shadows}"
+        checks = e2e.teardown_checks(stack, pairs, [f"{pairs.namespace}/{pairs.pod['metadata']['name']}"])
+        assert all(c.status == e2e.PASS for c in checks), e2e.render_checks(checks)
+    finally:
+        e2e.remove_workload(stack, pairs)
+        stack.bed.create_namespace(pairs.namespace, exist_ok=True)

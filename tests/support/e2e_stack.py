@@ -6,8 +6,6 @@ node CNI and the real kubelet (containerd + runc) on the session's bed.
 - ``thick_stack``: that stack with the CNI in thick mode on the real kubelet. Where the real kubelet
   cannot run here the test is skipped with the exact reason (``realnode.unavailable_reason``),
   never passed on the simulator.
-- ``sim_stack``: thick mode on the simulated kubelet, only for tests that need to control timing
-  the real kubelet does not offer (each says why).
 
 Heavy imports happen inside the fixtures so that unit-only runs stay fast.
 """
@@ -48,10 +46,3 @@ def real_kubelet(tool_dirs: ToolSet) -> None:
 @pytest.fixture
 def thick_stack(stacks: Stacks, real_kubelet: None) -> Stack:
     return stacks.get(thick=True)
-
-
-@pytest.fixture
-def sim_stack(stacks: Stacks) -> Stack:
-    from tests.bed.e2e import SIM  # noqa: PLC0415 - see module docstring
-
-    return stacks.get(thick=True, kubelet=SIM)

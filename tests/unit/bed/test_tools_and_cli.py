@@ -48,7 +48,19 @@ def test_missing_tool_goes_to_the_callers_handler(tmp_path: Path) -> None:
 
 def test_build_tools_prints_every_component_dir() -> None:
     dirs = ToolSet().directories
-    assert set(dirs) == {"k8s", "etcd", "cnitool", "plugins", "whereabouts", "multus"}
+    assert set(dirs) == {
+        "k8s",
+        "etcd",
+        "cnitool",
+        "plugins",
+        "whereabouts",
+        "multus",
+        "kubelet",
+        "containerd",
+        "runc",
+        "pause",
+        "crictl",
+    }
     assert all(d.is_absolute() for d in dirs.values())
 
 
