@@ -327,6 +327,10 @@ class Stack:
         self.kubelet: SimulatedKubelet | None = None
         self.plugin: FakeKubelet | None = None
         self.real_node: realnode.RealNode | None = None
+        # The real kubelet's sandboxes as the run observed them (sandbox ID -> record), and the
+        # host veths their CNI ADDs reported: the teardown checks' "made by this run".
+        self.observed: dict[str, ObservedSandbox] = {}
+        self.observed_links: set[str] = set()
         self.gpu_plugin: GpuPlugin | None = None
         self.node_notes: list[str] = []  # what the real node's teardown had to clean up by force
         self.timings: dict[str, float] = {}
@@ -818,8 +822,28 @@ class Stack:
         """The network namespace of the Pod's current sandbox."""
         if self.real:
             runtime = self.node_runtime
-            return runtime.netns_path(runtime.ready_sandbox(pod_uid)["id"])
+            sandbox = runtime.ready_sandbox(pod_uid)
+            path = runtime.netns_path(sandbox["id"])
+            self._observe(sandbox, path)
+            return path
         return self.sandbox(pod_uid).sandbox.netns_path
+
+    def _observe(self, sandbox: Mapping[str, Any], path: str) -> None:
+        meta = sandbox.get("metadata") or {}
+        self.observed[sandbox["id"]] = ObservedSandbox(
+            str(meta.get("namespace", "")), str(meta.get("name", "")), path, sandbox["id"]
+        )
+        # The cluster network's eth0 is a veth: its peer's ifindex names the host end ptp made.
+        out = subprocess.run(
+            ["nsenter", f"--net={path}", "ip", "-j", "link", "show", "dev", "eth0"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        with contextlib.suppress(ValueError, IndexError, KeyError):
+            peer = int(json.loads(out.stdout)[0]["link_index"])
+            host = json.loads(subprocess.run(["ip", "-j", "link"], capture_output=True, text=True).stdout)
+            self.observed_links.update(str(link["ifname"]) for link in host if link.get("ifindex") == peer)
 
     def prepare_calls(self) -> int:
         """NodePrepareResources calls the kubelet made so far (the real one logs each at -v=4)."""
@@ -917,7 +941,11 @@ class Stack:
     def sandbox_netns(self) -> list[str]:
         """Network namespaces the kubelet made that still exist, and sandboxes it still holds."""
         if self.kubelet is None:
-            return []
+            return [
+                f"netns {sb.netns_path} (Pod {sb.namespace}/{sb.pod})"
+                for sb in self.observed.values()
+                if Path(sb.netns_path).exists()
+            ]
         created, _, held = self.kubelet.made()
         present = set(netns.listnetns())
         return [
@@ -929,19 +957,18 @@ class Stack:
 
     def sandbox_host_links(self) -> list[str]:
         """Host ends (ptp's veth) that this run's CNI ADDs reported and that still exist."""
-        if self.kubelet is None:
-            return []
-        _, links, _ = self.kubelet.made()
+        links = self.observed_links if self.kubelet is None else self.kubelet.made()[1]
         return [f"host link {name}" for name in sorted(links) if host_link(name) is not None]
 
     @property
     def host_local_dir(self) -> Path:
         return self.run / "host-local"
 
-    def sandboxes_made(self) -> tuple[list[Sandbox], set[str]]:
-        """Every sandbox this run's kubelet made, and the host links their ADDs reported."""
+    def sandboxes_made(self) -> tuple[list[Sandbox] | list[ObservedSandbox], set[str]]:
+        """Every sandbox this run's kubelet made (the real one's: as observed), and the host links
+        their ADDs reported."""
         if self.kubelet is None:
-            return [], set()
+            return list(self.observed.values()), set(self.observed_links)
         created, links, _ = self.kubelet.made()
         return created, links
 
@@ -958,9 +985,8 @@ class Stack:
 
     def cni_cache_files(self) -> list[str]:
         """Cache files naming a container ID of this run: cni-shim's delegate cache and libcni's."""
-        if self.kubelet is None:
-            return []
-        ids = {sb.container_id for sb in self.kubelet.made()[0]}
+        made = self.observed.values() if self.kubelet is None else self.kubelet.made()[0]
+        ids = {sb.container_id for sb in made}
         found = []
         for root in (self.run / "shim-cache", LIBCNI_CACHE_DIR):
             if root.is_dir():
@@ -976,6 +1002,16 @@ class Stack:
             *self.host_local_leases(),
             *self.cni_cache_files(),
         ]
+
+
+@dataclass(frozen=True)
+class ObservedSandbox:
+    """A real kubelet's Pod sandbox as this run saw it running."""
+
+    namespace: str
+    pod: str
+    netns_path: str
+    container_id: str
 
 
 # -- observing a running Pod ------------------------------------------------------------------------
