@@ -37,15 +37,17 @@ lint: venv gen
 	@out=$$($(VENV)/bin/lint-imports --no-cache --no-logo 2>&1) || { echo "$$out" | sed -n '/^Broken contracts/,$$p'; echo "import contracts broken (pyproject.toml [tool.importlinter])"; exit 1; }
 
 typecheck: venv gen
-	@$(VENV)/bin/mypy cni_shim sriov_dra sriov_contract plugins tests bench $(wildcard scripts/*.py)
+	@$(VENV)/bin/mypy cni_shim sriov_dra sriov_contract sriov_operator plugins tests bench $(wildcard scripts/*.py)
 
 contract-go:
 	@if [ -d tests/go/contract ]; then cd tests/go/contract && GOTOOLCHAIN=local go test ./...; fi
 
-## The pure core (sriov_dra/core and the networks-annotation parser) is held to 100% branch coverage.
+## The pure cores (sriov_dra/core, sriov_operator/core and the networks-annotation parser) are held
+## to 100% branch coverage, each on its own tests.
 core-coverage: venv gen
 	@$(PY) -m pytest -q -p no:cacheprovider tests/unit/sriov_dra/core tests/unit/sriov_contract/test_networks.py \
-	  --cov=sriov_dra.core --cov=sriov_contract.networks --cov-branch \
+	  tests/unit/sriov_operator/core \
+	  --cov=sriov_dra.core --cov=sriov_contract.networks --cov=sriov_operator.core --cov-branch \
 	  --cov-report=term-missing:skip-covered --cov-fail-under=100
 
 ## pytest exits 5 when it collected nothing: that is a failure here, never a pass.

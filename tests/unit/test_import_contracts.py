@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("sriov_dra", "cni_shim", "sriov_contract", "plugins")
+PACKAGES = ("sriov_dra", "cni_shim", "sriov_contract", "sriov_operator", "plugins")
 LINT = Path(sys.executable).with_name("lint-imports")
 
 
