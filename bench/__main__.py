@@ -2,7 +2,7 @@
 
     python -m bench                      # the full run (about 15 minutes on 2 cores)
     python -m bench --quick              # small sizes, a couple of minutes
-    python -m bench --only cni,prepare   # a selection (cni, prepare, scale, leak)
+    python -m bench --only cni,prepare   # a selection (cni, prepare, scale, leak, operator)
 
 Results go to bench/results/<date>-<gitsha>.json with the machine's facts and every figure;
 the targets of issue #13 are checked at the end (MISS lines name what to profile).
@@ -25,13 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from bench import daemon_leak, prepare, scale, thick_compare
+from bench import operator as operator_bench
 from bench.common import test_bed
 from tests.bed.bed import TestBed
 from tests.bed.tools import ToolSet
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
-BENCHES = ("cni", "prepare", "scale", "leak")
+BENCHES = ("cni", "prepare", "scale", "leak", "operator")
 
 
 def _run(*cmd: str) -> str:
@@ -94,6 +95,10 @@ def targets(results: Mapping[str, Any]) -> list[tuple[str, bool, str]]:
     if sc:
         seconds = sc["orphan_scan"]["seconds"]
         out.append((f"orphan scan of {sc['shadows']} shadows <= 2 s", seconds <= 2.0, f"{seconds:.2f} s"))
+    op = results.get("operator")
+    if op:
+        writes = op["no-op"]["writes"]
+        out.append(("operator no-op resync makes zero writes", writes == 0, f"{writes} writes"))
     return out
 
 
@@ -127,12 +132,14 @@ def main(argv: list[str] | None = None) -> int:
         "leak": lambda bed, work: daemon_leak.measure(
             bed, tools, work, pick(opts.leak_cycles, 10000, 1000), "static"
         ),
+        "operator": lambda bed, work: operator_bench.measure(bed, pick(None, 50, 10), pick(None, 20, 4)),
     }
     reports: dict[str, Callable[[Any], None]] = {
         "cni": thick_compare.report,
         "prepare": prepare.report,
         "scale": scale.report,
         "leak": daemon_leak.report,
+        "operator": operator_bench.report,
     }
     facts = machine_facts(tools)  # before running: the code measured is the code at the start
     results: dict[str, Any] = {}

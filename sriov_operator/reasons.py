@@ -53,3 +53,11 @@ class OperatorError(ReasonedError):
 
 def fail(reason: str, message: str, **details: Any) -> OperatorError:
     return OperatorError(reason, message, **details)
+
+
+class ApiFailure(OperatorError):
+    """A failed API call; `status` is the HTTP status, 0 when no response arrived."""
+
+    @property
+    def status(self) -> int:
+        return int(self.details.get("status", 0))

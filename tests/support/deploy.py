@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEPLOY_DIR = REPO_ROOT / "deploy"
+OPERATOR_DIR = DEPLOY_DIR / "operator"
+OPERATOR_NAMESPACE = "sriov-network-operator"
+OPERATOR_SA = "sriov-network-operator"
 EXAMPLES_DIR = REPO_ROOT / "docs" / "examples"
 DRIVER_NAMESPACE = "dra-driver-sriov"
 CNI_NAMESPACE = "cni-shim"
@@ -86,6 +89,27 @@ DRIVER_NEEDS: frozenset[Permission] = frozenset(
     | _each("get list watch", POLICY, "deviceattributes", namespace=DRIVER_NAMESPACE)
 )
 
+OPERATOR = "sriovnetwork.openshift.io"
+# Every call sriov_operator/kube makes, nothing more (spec 12.2.6: the operator reads SriovNetworks
+# and source NADs with its network-management rights; generated objects stay in its namespace).
+OPERATOR_NEEDS: frozenset[Permission] = frozenset(
+    _each("get list watch", OPERATOR, "sriovnetworks")
+    | _each("patch", OPERATOR, "sriovnetworks", "status")
+    | _each("get list watch create update delete", NAD, "network-attachment-definitions")
+    | _each("get list watch", "", "namespaces")
+    | _each("get list watch", "", "nodes")
+    | _each("create", "", "events")
+    | _each("get list watch", OPERATOR, "sriovnetworknodepolicies", namespace=OPERATOR_NAMESPACE)
+    | _each("patch", OPERATOR, "sriovnetworknodepolicies", "status", namespace=OPERATOR_NAMESPACE)
+    | _each("get list watch", OPERATOR, "sriovnetworknodestates", namespace=OPERATOR_NAMESPACE)
+    | _each("get list watch", OPERATOR, "sriovoperatorconfigs", namespace=OPERATOR_NAMESPACE)
+    | _each("update", OPERATOR, "sriovoperatorconfigs", "finalizers", namespace=OPERATOR_NAMESPACE)
+    | _each("get list watch create update delete", POLICY, "deviceattributes", namespace=OPERATOR_NAMESPACE)
+    | _each(
+        "get list watch create update delete", POLICY, "sriovresourcepolicies", namespace=OPERATOR_NAMESPACE
+    )
+)
+
 CNI_NEEDS: frozenset[Permission] = frozenset(
     # Live Pod reads on ADD (liveNetworkConfigOnAdd) and the node-local Pod informer.
     _each("get list watch", "", "pods")
@@ -127,6 +151,13 @@ def deploy_objects(deploy_dir: Path = DEPLOY_DIR) -> list[dict[str, Any]]:
     return [doc for path in kustomization_resources(deploy_dir) for doc in load_documents(path)]
 
 
+def operator_objects() -> list[dict[str, Any]]:
+    """deploy/operator/'s own manifests (the overlay's files, without the base it includes)."""
+    kustomization = yaml.safe_load((OPERATOR_DIR / "kustomization.yaml").read_text())
+    own = [OPERATOR_DIR / name for name in kustomization["resources"] if not name.startswith("..")]
+    return [doc for path in own for doc in load_documents(path)]
+
+
 def service_account_user(namespace: str, name: str) -> tuple[str, list[str]]:
     """The user name and groups the apiserver authenticates a ServiceAccount token as."""
     return (
@@ -165,7 +196,7 @@ class DeployCluster:
 
 # Namespaces the manifests and the spec's examples place objects in; they must exist before any
 # namespaced object can be dry-run (the NamespaceLifecycle admission plugin checks).
-TARGET_NAMESPACES = (DRIVER_NAMESPACE, CNI_NAMESPACE, "ai-workloads")
+TARGET_NAMESPACES = (DRIVER_NAMESPACE, CNI_NAMESPACE, "ai-workloads", OPERATOR_NAMESPACE)
 
 
 @pytest.fixture(scope="session")

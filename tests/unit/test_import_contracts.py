@@ -63,6 +63,15 @@ def test_the_tree_keeps_every_contract(tree: Path) -> None:
         ("sriov_dra.recovery.repair", "import sriov_dra.prepare.managed", "driver layers"),
         ("sriov_dra.prepare.podnetworks", "import kubernetes", "flows and state reach the API server"),
         ("plugins.recorder", "import cni_shim.errors", "the contract and the test plugins import no product"),
+        ("sriov_operator.core.plan", "import kubernetes", "the operator's pure core imports no adapter"),
+        ("sriov_operator.core.plan", "import sriov_operator.kube.api", "operator layers"),
+        (
+            "sriov_operator.controllers.network",
+            "import kubernetes",
+            "the operator's controllers reach the API",
+        ),
+        ("sriov_operator.core.keys", "import sriov_dra.model", "the operator and the driver share only"),
+        ("sriov_dra.core.pci", "import sriov_operator.core.keys", "the operator and the driver share only"),
     ],
 )
 def test_a_forbidden_import_breaks_its_contract(

@@ -106,7 +106,9 @@ def daemonset_under_cluster_policy(cluster: DeployCluster, obj: dict[str, Any]) 
     return [found] if found else []
 
 
-@pytest.mark.parametrize("example", ["one-network-deviceclass.yaml", "multus-auto-gpu-nic-pairs.yaml"])
+@pytest.mark.parametrize(
+    "example", ["one-network-deviceclass.yaml", "multus-auto-gpu-nic-pairs.yaml", "operator-two-rails.yaml"]
+)
 def test_every_spec_example_passes_server_side_dry_run(deploy_cluster, example) -> None:
     objects = load_documents(EXAMPLES_DIR / example)
     failures = [f for f in (rejection(deploy_cluster, o) for o in objects) if f]

@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.support.deploy import DeployCluster
+from tests.support.deploy import DeployCluster, operator_objects
 
 pytestmark = pytest.mark.integration
 
@@ -277,3 +277,13 @@ def test_node_state_inventory_and_operator_config_round_trip(custom, k8s_namespa
         GROUP, VERSION, k8s_namespace, "sriovoperatorconfigs", "default"
     )
     assert got["spec"]["featureGates"] == {"dynamicResourceAllocation": False}
+
+
+def test_the_operator_manifests_pass_server_side_dry_run(deploy_cluster) -> None:
+    failures = []
+    for obj in operator_objects():
+        try:
+            deploy_cluster.dry_run(obj)
+        except ApiException as exc:
+            failures.append(f"{obj['kind']} {obj['metadata']['name']}: HTTP {exc.status}: {exc.body}")
+    assert failures == []

@@ -1,0 +1,1 @@
+"""Composition root of sriov-operator: configuration, clients, controllers, workers, watches."""

@@ -1,0 +1,1 @@
+"""The two controllers (orchestration): read live, plan with the pure core, write, report."""

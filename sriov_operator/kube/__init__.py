@@ -1,0 +1,1 @@
+"""Kubernetes API adapters of sriov-operator (the official client; objects as plain API JSON)."""
