@@ -146,10 +146,12 @@ class ConfigWriter:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.conf.output_path)
 
-    def watch(self, stop: threading.Event, readiness_lost: Callable[[], None]) -> None:
-        """Until `stop`: rewrite the file when the primary changes; a vanished readiness file
-        removes it and calls `readiness_lost`. A primary that cannot be read keeps the last file."""
-        seen = _stamp(self.primary_path)
+    def watch(
+        self, stop: threading.Event, readiness_lost: Callable[[], None], seen: tuple[int, int, int] | None
+    ) -> None:
+        """Until `stop`: rewrite the file when the primary changes from `seen` (its stamp before the
+        last write read it); a vanished readiness file removes it and calls `readiness_lost`. A
+        primary that cannot be read keeps the last file."""
         readiness = self.conf.readiness_file
         while not stop.wait(self._interval):
             if readiness and not os.path.exists(readiness):
@@ -170,9 +172,11 @@ class ConfigWriter:
                 self._log("error", f"failed to regenerate {self.conf.output_path}: {exc}")
 
     def start(self, stop: threading.Event, readiness_lost: Callable[[], None]) -> threading.Thread:
+        # Stamped before the write reads the primary: a change made meanwhile is still seen.
+        seen = _stamp(self.primary_path)
         self.write()
         thread = threading.Thread(
-            target=self.watch, args=(stop, readiness_lost), name="autoconf", daemon=True
+            target=self.watch, args=(stop, readiness_lost, seen), name="autoconf", daemon=True
         )
         thread.start()
         return thread

@@ -85,6 +85,9 @@ REAL, SIM = "real", "sim"  # which kubelet a Stack runs
 REGISTERED = "kubelet registered the plugin"  # the driver's log line (sriov_dra.app.wiring)
 
 
+# How long a Running Pod's sandbox may take to show as ready in the CRI's listing.
+SANDBOX_READY_TIMEOUT = 30.0
+
 # -- results --------------------------------------------------------------------------------------
 
 
@@ -822,7 +825,14 @@ class Stack:
         """The network namespace of the Pod's current sandbox."""
         if self.real:
             runtime = self.node_runtime
-            sandbox = runtime.ready_sandbox(pod_uid)
+            # The Pod's Running phase can show before containerd reports its sandbox ready (the
+            # kubelet's status and the CRI's listing are separate reads), so wait for it.
+            sandbox = wait_for(
+                lambda: runtime.ready_sandbox(pod_uid),
+                SANDBOX_READY_TIMEOUT,
+                what=f"a ready sandbox for Pod UID {pod_uid}",
+                ignore=(realnode.RealNodeError,),
+            )
             path = runtime.netns_path(sandbox["id"])
             self._observe(sandbox, path)
             return path
