@@ -5,7 +5,9 @@
     python -m bench --only cni,prepare   # a selection (cni, prepare, scale, leak, operator)
 
 Results go to bench/results/<date>-<gitsha>.json with the machine's facts and every figure;
-the targets of issue #13 are checked at the end (MISS lines name what to profile).
+issue #21's targets table ends the run (bench.report: figure, peer, ours, target, met/MISSED, and
+under a miss the profile entry that explains it); `python -m bench.report <json>` puts that
+table into the README.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ from typing import Any
 from bench import daemon_leak, prepare, scale, thick_compare
 from bench import operator as operator_bench
 from bench.common import test_bed
+from bench.report import printout, targets, verdict
 from tests.bed.bed import TestBed
 from tests.bed.tools import ToolSet
 
@@ -69,37 +72,6 @@ def machine_facts(tools: ToolSet) -> dict[str, Any]:
         "git": _run("git", "rev-parse", "HEAD"),
         "git_dirty": bool(_run("git", "status", "--porcelain", "--untracked-files=no")),
     }
-
-
-def targets(results: Mapping[str, Any]) -> list[tuple[str, bool, str]]:
-    """(target, met, the figure) for each issue #13 target this run measured."""
-    out = []
-    cni = results.get("cni")
-    if cni:
-        for label in (thick_compare.OURS_LIVE, thick_compare.OURS_CACHED):
-            s = cni["latency_ms"][label]
-            out.append(
-                (
-                    f"{label}: ADD+DEL median <= Multus thick",
-                    s["ratio_median"] <= 1.0,
-                    f"x{s['ratio_median']:.2f}",
-                )
-            )
-        start = cni["startup_ms"]["cni-shim"]["median"]
-        out.append(("cni-shim start-up <= 25 ms", start <= 25.0, f"{start:.1f} ms"))
-    prep = results.get("prepare")
-    if prep and "8" in prep["by_vfs"]:
-        trip = prep["by_vfs"]["8"]["prepare"]["round trip"]["median"]
-        out.append(("8-VF prepare <= 0.3 s", trip <= 300.0, f"{trip / 1000:.3f} s"))
-    sc = results.get("scale")
-    if sc:
-        seconds = sc["orphan_scan"]["seconds"]
-        out.append((f"orphan scan of {sc['shadows']} shadows <= 2 s", seconds <= 2.0, f"{seconds:.2f} s"))
-    op = results.get("operator")
-    if op:
-        writes = op["no-op"]["writes"]
-        out.append(("operator no-op resync makes zero writes", writes == 0, f"{writes} writes"))
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,9 +128,8 @@ def main(argv: list[str] | None = None) -> int:
             reports[name](results[name])
             print(f"({name}: {seconds[name]:.0f} s)", flush=True)
     checked = targets(results)
-    print("== targets (issue #13) ==")
-    for what, met, figure in checked:
-        print(f"  {'met ' if met else 'MISS'}  {what}: {figure}")
+    print("== targets (issue #21): result, figure, ours, peer in this run, target ==")
+    printout(checked)
     if not opts.no_save:
         now = datetime.datetime.now(datetime.UTC)
         record = {
@@ -167,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
             "machine": facts,
             "seconds": seconds,
             "results": results,
-            "targets": [{"target": t, "met": m, "figure": f} for t, m, f in checked],
+            "targets": [{**row, "result": verdict(row)} for row in checked],
         }
         RESULTS.mkdir(exist_ok=True)
         path = RESULTS / f"{now:%Y-%m-%d}-{facts['git'][:10]}{'-quick' if opts.quick else ''}.json"

@@ -1,6 +1,6 @@
-"""cni-shim-daemon memory over many ADD/DEL cycles: is there a leak?
+"""cni-shim-daemon memory over many ADD/DEL cycles: is there a leak, and is it above multus-daemon's?
 
-    python -m bench.daemon_leak [--cycles 10000] [--delegate static|recorder]
+    python -m bench.daemon_leak [--cycles 10000] [--delegate static|recorder] [--no-multus]
 
 The daemon runs against the test bed with informers on; each request names a real Pod (so every
 ADD reads it and writes its network-status) and runs one cheap delegate: the Go `static` IPAM
@@ -8,6 +8,8 @@ plugin by default (about 4 ms per exec), or the Python `recorder` test plugin (a
 clients post straight to the daemon's socket in the shape the shim forwards, each for its own
 Pod and container, so both cores are busy. RSS is sampled after a warm-up and then at regular
 intervals; the growth per 1000 cycles over the second half is what a leak would show.
+multus-daemon (informers on, the same delegate, Pods and request shape on its own socket) is
+measured the same way right after, as the peer.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from typing import Any
 
 from kubernetes import client
 
-from bench.common import rss_kib, standalone
+from bench import thick_compare
+from bench.common import network_namespace, rss_kib, standalone
 from cni_shim.thick import forward
 from tests.bed.bed import TestBed
 from tests.bed.tools import ToolSet
@@ -59,31 +62,44 @@ def _pods(bed: TestBed, ns: str) -> list[tuple[str, str]]:
     return out
 
 
-def _request(daemon: DaemonProc, command: str, ns: str, pod: tuple[str, str], conf: bytes) -> None:
+class _Target:
+    """One daemon's socket and what a request to it carries (the shim's forwarded shape)."""
+
+    def __init__(self, name: str, socket_path: str, bin_dir: Path, netns: str, conf: bytes) -> None:
+        self.name, self.socket_path, self.bin_dir, self.netns, self.conf = (
+            name,
+            socket_path,
+            bin_dir,
+            netns,
+            conf,
+        )
+
+
+def _request(daemon: _Target, command: str, ns: str, pod: tuple[str, str]) -> None:
     name, uid = pod
     env = {
         "CNI_COMMAND": command,
         "CNI_CONTAINERID": f"leak-{name}",
-        "CNI_NETNS": "/var/run/netns/none",
+        "CNI_NETNS": daemon.netns,
         "CNI_IFNAME": "eth0",
         "CNI_ARGS": f"IgnoreUnknown=1;K8S_POD_NAMESPACE={ns};K8S_POD_NAME={name};K8S_POD_UID={uid}",
-        "CNI_PATH": str(daemon.config["binDir"]),
+        "CNI_PATH": str(daemon.bin_dir),
     }
-    body = json.dumps({"env": env, "config": base64.b64encode(conf).decode()}).encode()
+    body = json.dumps({"env": env, "config": base64.b64encode(daemon.conf).decode()}).encode()
     status, payload = forward.exchange(daemon.socket_path, "POST", "/cni", body, 60.0)
     if status != 200:
-        raise SystemExit(f"cni-shim-daemon answered {command} with {status}: {payload[:500]!r}")
+        raise SystemExit(f"{daemon.name} answered {command} with {status}: {payload[:500]!r}")
 
 
-def _run(daemon: DaemonProc, ns: str, pods: list[tuple[str, str]], conf: bytes, cycles: int) -> None:
+def _run(daemon: _Target, ns: str, pods: list[tuple[str, str]], cycles: int) -> None:
     """`cycles` ADD+DEL pairs split over the clients, each on its own Pod."""
     failures: list[BaseException] = []
 
     def worker(pod: tuple[str, str], count: int) -> None:
         try:
             for _ in range(count):
-                _request(daemon, "ADD", ns, pod, conf)
-                _request(daemon, "DEL", ns, pod, conf)
+                _request(daemon, "ADD", ns, pod)
+                _request(daemon, "DEL", ns, pod)
         except BaseException as exc:  # surfaced to the main thread below
             failures.append(exc)
 
@@ -99,7 +115,32 @@ def _run(daemon: DaemonProc, ns: str, pods: list[tuple[str, str]], conf: bytes, 
         raise failures[0]
 
 
-def measure(bed: TestBed, tools: ToolSet, work: Path, cycles: int, delegate: str) -> dict[str, Any]:
+def _sample(daemon: _Target, pid: int, ns: str, pods: list[tuple[str, str]], cycles: int) -> dict[str, Any]:
+    """RSS idle, after the warm-up and every cycles/SAMPLES cycles after it."""
+    idle = rss_kib(pid)
+    _run(daemon, ns, pods, WARMUP)
+    samples = [(0, rss_kib(pid))]
+    step = max(1, cycles // SAMPLES)
+    done = 0
+    while done < cycles:
+        batch = min(step, cycles - done)
+        _run(daemon, ns, pods, batch)
+        done += batch
+        samples.append((done, rss_kib(pid)))
+    half = [s for s in samples if s[0] >= cycles // 2]
+    growth = (half[-1][1] - half[0][1]) / max(1, half[-1][0] - half[0][0]) * 1000
+    return {
+        "rss_idle_kib": idle,
+        "rss_after_warmup_kib": samples[0][1],
+        "rss_end_kib": samples[-1][1],
+        "rss_samples_kib": samples,
+        "growth_kib_per_1000_cycles_second_half": growth,
+    }
+
+
+def measure(
+    bed: TestBed, tools: ToolSet, work: Path, cycles: int, delegate: str, multus: bool = True
+) -> dict[str, Any]:
     bin_dir = make_cni_bin_dir(work / "bin", tools)
     user = f"bench-leak-{secrets.token_hex(2)}"
     kubeconfig = bed.issue_identity(user, user)
@@ -118,34 +159,26 @@ def measure(bed: TestBed, tools: ToolSet, work: Path, cycles: int, delegate: str
     pods = _pods(bed, ns)
     conf = json.dumps({"cniVersion": "1.0.0", "name": "multus-cni-network", "type": "cni-shim"}).encode()
     (work / "daemon").mkdir()
-    daemon = DaemonProc(work / "daemon", config, env).start()
-    try:
-        assert daemon.proc is not None
-        pid = daemon.proc.pid
-        idle = rss_kib(pid)
-        _run(daemon, ns, pods, conf, WARMUP)
-        samples = [(0, rss_kib(pid))]
-        step = max(1, cycles // SAMPLES)
-        done = 0
-        while done < cycles:
-            batch = min(step, cycles - done)
-            _run(daemon, ns, pods, conf, batch)
-            done += batch
-            samples.append((done, rss_kib(pid)))
-    finally:
-        daemon.stop()
+    out: dict[str, Any] = {"cycles": cycles, "delegate": delegate}
+    with network_namespace() as netns:
+        daemon = DaemonProc(work / "daemon", config, env).start()
+        try:
+            assert daemon.proc is not None
+            ours = _Target("cni-shim-daemon", daemon.socket_path, bin_dir, netns, conf)
+            out.update(_sample(ours, daemon.proc.pid, ns, pods, cycles))
+        finally:
+            daemon.stop()
+        if multus:
+            # The peer as bench.thick_compare runs it: its own node identity, informers, same Pods.
+            peer_conf = {"binDir": str(bin_dir), "cniDir": str(work / "multus-cache"), "delegates": [primary]}
+            with thick_compare.multus_daemon(bed, tools.require("multus"), work, peer_conf) as (sock, pid):
+                shim = {"cniVersion": "1.0.0", "name": "multus-cni-network", "type": "multus-shim"}
+                peer = _Target(
+                    "multus-daemon", str(sock / "multus.sock"), bin_dir, netns, json.dumps(shim).encode()
+                )
+                out["multus_daemon"] = _sample(peer, pid, ns, pods, cycles)
     client.CoreV1Api(bed.api_client).delete_namespace(ns)
-    half = [s for s in samples if s[0] >= cycles // 2]
-    growth = (half[-1][1] - half[0][1]) / max(1, half[-1][0] - half[0][0]) * 1000
-    return {
-        "cycles": cycles,
-        "delegate": delegate,
-        "rss_idle_kib": idle,
-        "rss_after_warmup_kib": samples[0][1],
-        "rss_end_kib": samples[-1][1],
-        "rss_samples_kib": samples,
-        "growth_kib_per_1000_cycles_second_half": growth,
-    }
+    return out
 
 
 def report(r: Mapping[str, Any]) -> None:
@@ -157,15 +190,26 @@ def report(r: Mapping[str, Any]) -> None:
         f"{r['rss_after_warmup_kib'] / 1024:.1f} MiB, at the end {r['rss_end_kib'] / 1024:.1f} MiB; "
         f"second half growth {r['growth_kib_per_1000_cycles_second_half']:.0f} KiB per 1000 cycles"
     )
+    peer = r.get("multus_daemon")
+    if peer:
+        print(
+            f"  multus-daemon, the same way: idle {peer['rss_idle_kib'] / 1024:.1f} MiB, after warm-up "
+            f"{peer['rss_after_warmup_kib'] / 1024:.1f} MiB, at the end {peer['rss_end_kib'] / 1024:.1f} MiB; "
+            f"second half growth {peer['growth_kib_per_1000_cycles_second_half']:.0f} KiB per 1000 cycles"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--cycles", type=int, default=10000)
     parser.add_argument("--delegate", choices=sorted(DELEGATES), default="static")
+    parser.add_argument("--no-multus", action="store_true", help="measure cni-shim-daemon only")
     opts = parser.parse_args(argv)
     return standalone(
-        "bench-leak-", lambda bed, tools, work: report(measure(bed, tools, work, opts.cycles, opts.delegate))
+        "bench-leak-",
+        lambda bed, tools, work: report(
+            measure(bed, tools, work, opts.cycles, opts.delegate, multus=not opts.no_multus)
+        ),
     )
 
 

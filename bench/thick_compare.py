@@ -45,6 +45,7 @@ from tests.bed.tools import ToolSet
 from tests.support.cni import make_cni_bin_dir
 from tests.support.cni_daemon import DAEMON_RULES, DaemonProc, shim_conf
 
+REPO = Path(__file__).resolve().parents[1]
 MULTUS_RULES = [
     *DAEMON_RULES,
     {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch", "update"]},
@@ -59,6 +60,10 @@ OURS_LIVE_QUIET = "cni-shim thick, live, events off"
 OURS_THIN_QUIET = "cni-shim thin, events off"
 MULTUS_THICK = "Multus thick"
 MULTUS_THIN = "Multus thin"
+# The floor no meta-plugin can beat: the same three delegates run directly by cnitool, one network
+# per invocation, ADD then DEL; a meta-plugin's overhead is its ADD+DEL minus this.
+FLOOR = "delegates alone (cnitool)"
+OVERHEAD = (OURS_LIVE, OURS_CACHED, OURS_LIVE_QUIET, MULTUS_THICK, OURS_THIN, MULTUS_THIN)
 PEER = {
     OURS_LIVE: MULTUS_THICK,
     OURS_CACHED: MULTUS_THICK,
@@ -75,6 +80,7 @@ SHORT = {
     "thin-quiet": OURS_THIN_QUIET,
     "multus-thick": MULTUS_THICK,
     "multus-thin": MULTUS_THIN,
+    "floor": FLOOR,
 }
 
 
@@ -88,6 +94,8 @@ class Setup:
     samples: list[float] = field(default_factory=list)
     cpu: list[tuple[float, float, float]] = field(default_factory=list)
     windows: list[tuple[float, float, str]] = field(default_factory=list)
+    # Runs one verb instead of the meta-plugin binary (the floor: cnitool per network).
+    direct: Callable[[str, str, str, Path], None] | None = None
 
     def cpu_ms(self) -> tuple[float, float, float]:
         """CPU milliseconds so far of (the plugin processes this bench ran, the setup's daemon
@@ -106,7 +114,10 @@ class Setup:
 
     def run(self, command: str, netns: str, args: str, bin_dir: Path) -> None:
         start = time.time()
-        cni(self.binary, command, self.conf, netns, args, bin_dir)
+        if self.direct is not None:
+            self.direct(command, netns, args, bin_dir)
+        else:
+            cni(self.binary, command, self.conf, netns, args, bin_dir)
         self.windows.append((start, time.time(), command))
 
     def per_verb(self) -> dict[str, float]:
@@ -180,6 +191,36 @@ def cni(binary: Path, command: str, conf: Mapping[str, Any], netns: str, args: s
         )
 
 
+def cnitool_floor(cnitool: Path, net_dir: Path, networks: list[dict[str, Any]]) -> Setup:
+    """The delegates a meta-plugin runs for the workload, each network run by cnitool itself (ADD in
+    order, DEL in reverse, as Multus does) on the interface the meta-plugin would give it."""
+    net_dir.mkdir()
+    for index, conf in enumerate(networks):
+        (net_dir / f"{10 + index}-{conf['name']}.conf").write_text(json.dumps(conf))
+    ifnames = ["eth0", *(f"net{i}" for i in range(1, len(networks)))]
+
+    def direct(command: str, netns: str, args: str, bin_dir: Path) -> None:
+        pairs = list(zip(networks, ifnames, strict=True))
+        for conf, ifname in pairs if command == "ADD" else reversed(pairs):
+            env = {
+                "PATH": os.environ.get("PATH", ""),
+                "NETCONFPATH": str(net_dir),
+                "CNI_PATH": str(bin_dir),
+                "CNI_IFNAME": ifname,
+                "CNI_ARGS": args,
+            }
+            verb = command.lower()
+            out = subprocess.run(
+                [str(cnitool), verb, conf["name"], netns], env=env, capture_output=True, check=False
+            )
+            if out.returncode != 0:
+                raise SystemExit(
+                    f"cnitool {verb} {conf['name']} failed: {out.stdout.decode()}{out.stderr.decode()}"
+                )
+
+    return Setup(FLOOR, cnitool, {}, "", direct=direct)
+
+
 def _received(event: Any) -> float:
     return datetime.fromisoformat(
         str(event.raw["requestReceivedTimestamp"]).replace("Z", "+00:00")
@@ -218,6 +259,55 @@ def startup_ms(binary: Path, runs: int = 51) -> dict[str, Any]:
         subprocess.run([str(binary)], env={"CNI_COMMAND": "VERSION"}, capture_output=True, check=True)
         samples.append((time.perf_counter() - start) * 1000)
     return summary(samples)
+
+
+THIN_MODULES = (
+    "cni_shim.main",
+    "cni_shim.thick.forward",
+    "cni_shim.handler",
+    "cni_shim.wiring",
+    "cni_shim.kube.thin_client",
+)
+OWN_PACKAGES = ("cni_shim", "sriov_contract")
+
+
+def thin_imports(runs: int = 7) -> dict[str, Any]:
+    """What a thin ADD's imports cost (python -X importtime, the launcher's -S interpreter): the
+    median run's total, our own modules' share, and the standard-library modules our code pulls in
+    directly, heaviest first (cumulative, so each counts what it imports in turn)."""
+    code = f"import sys; sys.path.insert(0, {str(REPO)!r}); import {', '.join(THIN_MODULES)}"
+    env = {"PATH": os.environ.get("PATH", "")}  # bytecode caches on, as on a node
+    measured = []
+    for _ in range(runs):
+        err = subprocess.run(
+            [sys.executable, "-S", "-X", "importtime", "-c", code], env=env, capture_output=True, check=True
+        ).stderr.decode()
+        measured.append(_import_tree(err))
+    measured.sort(key=lambda m: m["total_ms"])
+    return measured[len(measured) // 2]
+
+
+def _import_tree(text: str) -> dict[str, Any]:
+    rows = []
+    for line in text.splitlines():
+        if not line.startswith("import time:") or "self [us]" in line:
+            continue
+        own, cumulative, name = line[len("import time:") :].split("|", 2)
+        depth = (len(name) - len(name.lstrip()) - 1) // 2
+        rows.append((name.strip(), int(own) / 1000, int(cumulative) / 1000, depth))
+    parents: list[str] = []  # importtime prints a module after everything it imported
+    boundary: dict[str, float] = {}
+    for name, _own, cumulative, depth in reversed(rows):
+        del parents[depth:]
+        parent = parents[-1] if parents else ""
+        if not name.startswith(OWN_PACKAGES) and (not parent or parent.startswith(OWN_PACKAGES)):
+            boundary[name] = boundary.get(name, 0.0) + cumulative
+        parents.append(name)
+    return {
+        "total_ms": sum(r[1] for r in rows),
+        "ours_ms": sum(r[1] for r in rows if r[0].startswith(OWN_PACKAGES)),
+        "top": sorted(boundary.items(), key=lambda kv: -kv[1])[:6],
+    }
 
 
 def multus_identity(bed: TestBed, work: Path) -> tuple[Path, Path]:
@@ -358,6 +448,7 @@ def measure(
     """The setups (all seven unless `only` names some), cycle by cycle in turn; returns per-setup
     latency (ADD+DEL and each verb alone), ratios and API calls."""
     multus_dir = tools.require("multus")
+    cnitool = tools.binary("cnitool", "cnitool")
     bin_dir = make_cni_bin_dir(work / "bin", tools)
     launcher.install(bin_dir / "cni-shim")  # the -S launcher a node installs, not the venv's console script
     for name in ("multus-shim", "multus"):
@@ -413,6 +504,11 @@ def measure(
             OURS_THIN_QUIET: lambda: thin(OURS_THIN_QUIET, "cni-shim", DAEMON_RULES, podEvents=False),
             MULTUS_THICK: lambda: multus_thick(MULTUS_THICK),
             MULTUS_THIN: lambda: thin(MULTUS_THIN, "multus", MULTUS_RULES),
+            FLOOR: lambda: cnitool_floor(
+                cnitool,
+                work / "floor-net.d",
+                [primary, *(ptp(name, f"10.91.{i}.0/24", work / "ipam") for i, name in enumerate(NADS))],
+            ),
         }
         setups = [make() for label, make in factories.items() if not only or label in only]
         for setup in setups:
@@ -442,12 +538,26 @@ def measure(
     return {
         "cycles": cycles,
         "latency_ms": latency,
-        "api_requests": {s.label: api_calls(bed, mark, s) for s in setups},
+        "overhead_ms": overheads(latency),
+        "api_requests": {s.label: api_calls(bed, mark, s) for s in setups if s.user},
         "daemon_side_ms": daemon_side,
         "startup_ms": {
             "cni-shim": startup_ms(bin_dir / "cni-shim"),
             "multus-shim": startup_ms(bin_dir / "multus-shim"),
         },
+        "thin_imports": thin_imports(),
+    }
+
+
+def overheads(latency: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+    """Each meta-plugin's ADD+DEL minus the floor's (median and p95), in this run's milliseconds."""
+    if FLOOR not in latency:
+        return {}
+    floor = latency[FLOOR]
+    return {
+        label: {stat: latency[label][stat] - floor[stat] for stat in ("median", "p95")}
+        for label in OVERHEAD
+        if label in latency
     }
 
 
@@ -479,6 +589,11 @@ def report(result: Mapping[str, Any]) -> None:
             f"  {label:34s} {s['median']:8.1f} {s['p95']:8.1f} {s['ADD_median']:7.1f} {s['DEL_median']:7.1f}"
             f"  {s['cpu']:5.0f} = {s['cpu_plugins']:4.0f} + {s['cpu_daemon']:4.0f} + {s['cpu_delegates']:6.0f}      {ratio}"
         )
+    if result.get("overhead_ms"):
+        floor = result["latency_ms"][FLOOR]["median"]
+        print(f"meta-plugin overhead over the delegates alone ({floor:.1f} ms by cnitool), ms median / p95:")
+        for label, o in result["overhead_ms"].items():
+            print(f"  {label:34s} {o['median']:6.1f} / {o['p95']:6.1f}")
     print("API requests per ADD / per DEL (audit log; informer lists/watches left out):")
     for label, per in result["api_requests"].items():
         print(f"  {label:34s} ADD: {_calls(per['ADD'])}")
@@ -490,6 +605,14 @@ def report(result: Mapping[str, Any]) -> None:
     print("shim process start-up (CNI_COMMAND=VERSION), ms median / p95:")
     for name, s in result["startup_ms"].items():
         print(f"  {name:12s} {s['median']:6.1f} / {s['p95']:6.1f}")
+    imports = result.get("thin_imports")
+    if imports:
+        print(
+            f"thin ADD imports (python -X importtime): {imports['total_ms']:.1f} ms, our modules' own "
+            f"{imports['ours_ms']:.1f} ms; heaviest standard-library imports, cumulative ms:"
+        )
+        for name, ms in imports["top"]:
+            print(f"  {name:34s} {ms:6.1f}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -500,7 +500,7 @@ def _publish_events(ctx: _Ctx) -> None:
     if not ctx.events or ctx.svc.events is None:
         return
     try:
-        ctx.svc.events.publish(ctx.events)
+        ctx.svc.events.publish(pod_events.combine(ctx.events))
     except Exception as exc:
         ctx.log.warning(f"{ctx.prefix()}could not record {len(ctx.events)} Pod Event(s): {exc}")
 

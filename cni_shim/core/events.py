@@ -11,12 +11,17 @@ client-go's recorder with source component `multus`:
 
 The objects built here are what client-go's recorder POSTs (`makeEvent`): name `<pod>.<hex unix
 nanoseconds>`, the Pod's reference as involvedObject, first/last timestamp, count 1.
+
+One ADD writes at most one Event (`combine`): Multus records one AddedInterface per interface and
+then leans on client-go's broadcaster to aggregate and rate-limit them (after the first burst a
+Pod gets about one patch per five minutes); writing the ADD's interfaces as one Event keeps the
+reason and each interface's Multus text while costing one API write per ADD, not one per delegate.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cni_shim import reasons
@@ -99,6 +104,24 @@ def event(involved: Mapping[str, Any], event_type: str, reason: str, message: st
         "reportingComponent": COMPONENT,
         "reportingInstance": "",
     }
+
+
+MESSAGE_SEPARATOR = "; "
+
+
+def combine(events: Sequence[Mapping[str, Any]]) -> list[Json]:
+    """One Event per (type, reason, involved object), in first-seen order; the messages of the ones
+    folded in follow the first's, each in its own Multus wording, joined by MESSAGE_SEPARATOR."""
+    merged: dict[tuple[str, str, str], Json] = {}
+    for obj in events:
+        involved = obj.get("involvedObject") or {}
+        key = (str(obj.get("type")), str(obj.get("reason")), str(involved.get("uid") or involved.get("name")))
+        first = merged.get(key)
+        if first is None:
+            merged[key] = dict(obj)
+        else:
+            first["message"] = f"{first['message']}{MESSAGE_SEPARATOR}{obj.get('message', '')}"
+    return list(merged.values())
 
 
 def summary(obj: Mapping[str, Any]) -> str:

@@ -48,14 +48,18 @@ def summaries(events):
     return [(e["type"], e["reason"], e["message"]) for e in events]
 
 
-def test_add_records_one_added_interface_per_delegate_on_the_pod(shim, sink):
+def test_add_records_one_added_interface_event_naming_every_delegate_on_the_pod(shim, sink):
     shim.kube.add_pod("ns1", "pod1", "uid-1", {NETWORKS: "net-a"})
     shim.kube.add_nad("ns1", "net-a", {"cniVersion": "1.0.0", "name": "a", "type": "plug-a"})
     out = shim.run("ADD", shim.conf())
     assert out.status == 0, out.stdout
+    # One API write per ADD: each interface keeps Multus's text, in delegate order.
     assert summaries(sink.events) == [
-        ("Normal", "AddedInterface", "Add eth0 [10.0.0.2/24] from cluster"),
-        ("Normal", "AddedInterface", "Add net1 [10.0.0.2/24] from ns1/net-a"),
+        (
+            "Normal",
+            "AddedInterface",
+            "Add eth0 [10.0.0.2/24] from cluster; Add net1 [10.0.0.2/24] from ns1/net-a",
+        ),
     ]
     ref = sink.events[0]["involvedObject"]
     assert ref == {

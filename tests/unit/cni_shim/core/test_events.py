@@ -90,3 +90,21 @@ def test_event_is_the_recorders_object():
     assert events.summary(obj) == "Normal AddedInterface Add eth0 [] from n"
     # An object without a namespace goes to "default", as the recorder does.
     assert events.event({"name": "x"}, events.WARNING, "R", "m", 0.0)["metadata"]["namespace"] == "default"
+
+
+def test_combine_folds_one_adds_events_per_type_reason_and_pod_keeping_each_text():
+    ref = events.pod_reference(POD)
+    other = events.pod_reference({"metadata": {"namespace": "ns1", "name": "pod2"}})
+    a = events.event(ref, events.NORMAL, events.ADDED_INTERFACE, "Add eth0 [10.0.0.2/24] from podnet", 1.0)
+    b = events.event(ref, events.NORMAL, events.ADDED_INTERFACE, "Add net1 [10.1.0.2/24] from ns1/a", 2.0)
+    warn = events.event(ref, events.WARNING, events.NO_NETWORK_FOUND, "cannot find", 3.0)
+    elsewhere = events.event(other, events.NORMAL, events.ADDED_INTERFACE, "Add eth0 []", 4.0)
+    combined = events.combine([a, warn, b, elsewhere])
+    assert [events.summary(e) for e in combined] == [
+        "Normal AddedInterface Add eth0 [10.0.0.2/24] from podnet; Add net1 [10.1.0.2/24] from ns1/a",
+        "Warning NoNetworkFound cannot find",
+        "Normal AddedInterface Add eth0 []",
+    ]
+    assert combined[0]["metadata"] == a["metadata"]  # the first one's name and timestamps
+    assert a["message"] == "Add eth0 [10.0.0.2/24] from podnet"  # the inputs are left as they were
+    assert events.combine([]) == []
