@@ -21,7 +21,6 @@ import sys
 import time
 from collections.abc import Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +91,7 @@ def measure(bed: TestBed, tools: ToolSet, work: Path, cycles: int) -> dict[str, 
         _LiveOnly(ApiServer.connect(str(bed.kubeconfig_for("admin"))), metrics, readers),
         metrics,
         lambda *_a, **_k: None,
-        base_services=lambda env: replace(wiring.services(env), executor=executor),
+        base_services=lambda env: wiring.services(env)._replace(executor=executor),
     )
     conf = base64.b64encode(
         json.dumps({"cniVersion": "1.0.0", "name": "multus-cni-network", "type": "cni-shim"}).encode()

@@ -292,9 +292,9 @@ def _import_tree(text: str) -> dict[str, Any]:
     for line in text.splitlines():
         if not line.startswith("import time:") or "self [us]" in line:
             continue
-        own, cumulative, name = line[len("import time:") :].split("|", 2)
-        depth = (len(name) - len(name.lstrip()) - 1) // 2
-        rows.append((name.strip(), int(own) / 1000, int(cumulative) / 1000, depth))
+        own_us, cumulative_us, module = line[len("import time:") :].split("|", 2)
+        depth = (len(module) - len(module.lstrip()) - 1) // 2
+        rows.append((module.strip(), int(own_us) / 1000, int(cumulative_us) / 1000, depth))
     parents: list[str] = []  # importtime prints a module after everything it imported
     boundary: dict[str, float] = {}
     for name, _own, cumulative, depth in reversed(rows):

@@ -12,13 +12,11 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cni_shim import reasons
-from cni_shim.core import cniargs, delegateplan, delegates, netconf, netstatus, protocol, results, versions
+from cni_shim.core import cniargs, delegateplan, netconf, netstatus, protocol, results, versions
 from cni_shim.core import events as pod_events
-from cni_shim.core.delegates import Candidate
 from cni_shim.core.netconf import NetConf
 from cni_shim.core.network import Network
 from cni_shim.core.network import parse as parse_network
@@ -37,9 +35,10 @@ from cni_shim.runner import Attachment, Runner, cache_key, negotiate, probe_vers
 from sriov_contract import keys
 from sriov_contract import reasons as contract_reasons
 from sriov_contract.errors import ReasonedError
-from sriov_contract.networks import NetworkSelection, parse_network_selections
 
 if TYPE_CHECKING:
+    from cni_shim.core.delegates import Candidate
+    from sriov_contract.networks import NetworkSelection
     from sriov_contract.registry import Registry
 
 Json = dict[str, Any]
@@ -62,8 +61,7 @@ def stat_netns(path: str) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class Services:
+class Services(NamedTuple):
     """The adapters a mode plugs in; factories take the decoded config because it names dirs and kubeconfig."""
 
     executor: Executor
@@ -79,8 +77,7 @@ class Services:
     events: EventSink | None = None
 
 
-@dataclass(frozen=True)
-class _Ctx:
+class _Ctx(NamedTuple):
     req: protocol.Request
     conf: NetConf
     version: str
@@ -88,7 +85,7 @@ class _Ctx:
     svc: Services
     store: CacheStore
     log: Log
-    events: list[Json] = field(default_factory=list)  # this ADD's Pod Events, published at its end
+    events: list[Json]  # this ADD's Pod Events, published at its end (a fresh list per request)
 
     @property
     def search_path(self) -> tuple[str, ...]:
@@ -126,7 +123,7 @@ def _handle(req: protocol.Request, svc: Services) -> Json | None:
     version = protocol.check_config(req.command, raw)
     conf = netconf.load(raw)
     pod_args = cniargs.parse(req.args) if req.command in ("ADD", "DEL", "CHECK") else cniargs.PodArgs()
-    ctx = _Ctx(req, conf, version, pod_args, svc, svc.store_for(conf.cni_dir), svc.log_for(conf))
+    ctx = _Ctx(req, conf, version, pod_args, svc, svc.store_for(conf.cni_dir), svc.log_for(conf), [])
     if req.command == "ADD":
         try:
             return _add(ctx)
@@ -203,6 +200,8 @@ def _verify_uid(ctx: _Ctx, pod: Mapping[str, Any]) -> None:
 
 
 def _base_candidates(ctx: _Ctx, kube: KubeApi | None, pod: Json | None) -> list[Candidate]:
+    from cni_shim.core import delegates  # noqa: PLC0415 - building delegates: not on the cached DEL path
+
     conf = ctx.conf
     if conf.cluster_network:
         get_nad = kube.get_nad if kube is not None else None
@@ -220,7 +219,7 @@ def _base_candidates(ctx: _Ctx, kube: KubeApi | None, pod: Json | None) -> list[
                 f"{conf.cluster_network} in namespace {conf.multus_namespace}",
                 exc.code,
             ) from exc
-        found = [replace(cluster, master=True)]
+        found = [cluster._replace(master=True)]
         pod_ns = ctx.pod_args.namespace
         if pod is not None and pod_ns not in conf.system_namespaces:
             found += [
@@ -231,7 +230,7 @@ def _base_candidates(ctx: _Ctx, kube: KubeApi | None, pod: Json | None) -> list[
     found = [
         delegates.load(raw, None, f"delegate {i} of the shim config") for i, raw in enumerate(conf.delegates)
     ]
-    return [replace(found[0], master=True), *found[1:]]
+    return [found[0]._replace(master=True), *found[1:]]
 
 
 def _nads(kube: KubeApi, selections: Sequence[NetworkSelection]) -> Iterator[Json | None]:
@@ -262,6 +261,8 @@ def _nad_candidate(
 
         guard.check_shadow(nad, sel, pod, registry)
     what = f"NetworkAttachmentDefinition {sel.namespace}/{sel.name}"
+    from cni_shim.core import delegates  # noqa: PLC0415 - building delegates: not on the cached DEL path
+
     return delegates.load(delegates.nad_config(nad, ctx.conf.conf_dir), sel, what, managed=managed)
 
 
@@ -308,6 +309,9 @@ def _annotation_errors(ctx: _Ctx) -> Iterator[None]:
 def _pod_candidates(
     ctx: _Ctx, kube: KubeApi, pod: Json, base: list[Candidate], *, guarded: bool
 ) -> list[Candidate]:
+    from cni_shim.core import delegates  # noqa: PLC0415 - building delegates: not on the cached DEL path
+    from sriov_contract.networks import parse_network_selections  # noqa: PLC0415 - likewise
+
     meta = pod.get("metadata") or {}
     pod_ns = str(meta.get("namespace", ctx.pod_args.namespace))
     out = list(base)
@@ -329,7 +333,7 @@ def _pod_candidates(
             "tryLoadK8sPodDefaultNetwork: failed getting the delegate: "
         ):
             cand = _nad_candidate(ctx, nad, default_sel, pod, registry, guarded=guarded)
-        out = [replace(cand, master=True), *out[1:]] if out else [replace(cand, master=True)]
+        out = [cand._replace(master=True), *out[1:]] if out else [cand._replace(master=True)]
     if ctx.conf.namespace_isolation:
         with _multus_context(_GETTING_NETWORKS):
             delegates.check_isolation(selections, pod_ns, ctx.conf.global_namespaces)
@@ -355,6 +359,8 @@ def _pod_candidates(
 
 
 def _plan(ctx: _Ctx, candidates: Sequence[Candidate], *, probe: bool) -> delegateplan.Plan:
+    from cni_shim.core import delegates  # noqa: PLC0415 - building delegates: not on the cached DEL path
+
     delegates.check_default_routes(candidates)
     names = delegates.ifnames(candidates, ctx.req.ifname)
     networks = [parse_network(c.conf, f"delegate {c.name}") for c in candidates]
@@ -527,7 +533,7 @@ def _rollback(ctx: _Ctx, p: delegateplan.Plan, failed: int) -> None:
     The cache then keeps only what is still attached, so the runtime's DEL after a failed ADD
     does not repeat a teardown that non-idempotent plugins (host-device) would refuse.
     """
-    attempted = replace(p, delegates=p.delegates[: failed + 1])
+    attempted = p._replace(delegates=p.delegates[: failed + 1])
     failures = _delete_plan(ctx, attempted)
     for d, exc in failures:
         ctx.log.error(f"{ctx.prefix()}rollback of delegate {d.name} failed: {exc}")
@@ -541,7 +547,7 @@ def _remaining(
     p: delegateplan.Plan, failures: Sequence[tuple[delegateplan.PlannedDelegate, CniError]]
 ) -> delegateplan.Plan:
     failed = {id(d) for d, _ in failures}
-    return replace(p, delegates=tuple(d for d in p.delegates if id(d) in failed))
+    return p._replace(delegates=tuple(d for d in p.delegates if id(d) in failed))
 
 
 def _write_network_status(ctx: _Ctx, kube: KubeApi, entries: list[Json], read: Json) -> None:

@@ -9,8 +9,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from cni_shim import reasons
 from cni_shim.core import jsonbytes, results, versions
@@ -22,8 +21,7 @@ from sriov_contract.rawjson import JsonObject
 Json = dict[str, Any]
 
 
-@dataclass(frozen=True)
-class Attachment:
+class Attachment(NamedTuple):
     """Everything that identifies one delegate invocation besides its config."""
 
     container_id: str
@@ -32,7 +30,7 @@ class Attachment:
     cni_args: tuple[tuple[str, str], ...]
     capability_args: Mapping[str, Any]
     search_path: tuple[str, ...]
-    base_env: Mapping[str, str] = field(default_factory=dict)
+    base_env: Mapping[str, str] = {}
 
 
 def cache_key(network_name: str, container_id: str, ifname: str) -> str:

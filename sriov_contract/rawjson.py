@@ -15,15 +15,36 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from dataclasses import dataclass
 from typing import Final, TypeAlias
 
 
-@dataclass(frozen=True, slots=True)
 class RawNumber:
-    """A JSON number kept as its exact source token."""
+    """A JSON number kept as its exact source token; immutable, equal by its text.
 
+    Written out rather than a dataclass: `dataclasses` and each class it builds cost the CNI
+    shim's every start-up milliseconds, and this module is all its DEL path needs of the contract.
+    """
+
+    __slots__ = ("text",)
     text: str
+
+    def __init__(self, text: str) -> None:
+        object.__setattr__(self, "text", text)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"RawNumber is immutable; cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"RawNumber is immutable; cannot delete {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        return other.text == self.text if isinstance(other, RawNumber) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((RawNumber, self.text))
+
+    def __repr__(self) -> str:
+        return f"RawNumber(text={self.text!r})"
 
     def is_integer(self) -> bool:
         return _INTEGER.fullmatch(self.text) is not None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from cni_shim import reasons
 from cni_shim.errors import INVALID_ENVIRONMENT, CniError
@@ -21,8 +21,7 @@ _BOOLS = (*_TRUE, "0", "false", "False")
 Pairs = tuple[tuple[str, str], ...]
 
 
-@dataclass(frozen=True)
-class PodArgs:
+class PodArgs(NamedTuple):
     namespace: str = ""
     name: str = ""
     infra_container_id: str = ""

@@ -9,8 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from cni_shim import reasons
 from cni_shim.errors import CniError
@@ -18,15 +17,14 @@ from cni_shim.errors import CniError
 KIND = "cniShimDelegatesV1"
 
 
-@dataclass(frozen=True)
-class PlannedDelegate:
+class PlannedDelegate(NamedTuple):
     name: str
     conf: bytes
     ifname: str
     cni_version: str
     master: bool = False
     managed: bool = False
-    capability_args: dict[str, Any] = field(default_factory=dict)
+    capability_args: dict[str, Any] = {}
     cni_args: tuple[tuple[str, str], ...] = ()
     add_args: tuple[tuple[str, str], ...] = ()
     # Multus default-route handling (ADD only): replace this interface's default routes.
@@ -34,8 +32,7 @@ class PlannedDelegate:
     default_route: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(NamedTuple):
     container_id: str
     netns: str
     ifname: str

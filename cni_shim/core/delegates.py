@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from cni_shim import reasons
 from cni_shim.core import jsonbytes, network
@@ -29,8 +28,7 @@ _DEVINFO_DIR = "/var/run/k8s.cni.cncf.io/devinfo/cni/"
 NadGetter = Callable[[str, str], "dict[str, Any] | None"]
 
 
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(NamedTuple):
     """A delegate before interface naming: its name, exact config bytes and the selection behind it."""
 
     name: str
@@ -151,7 +149,7 @@ def resolve_network(value: str, namespace: str, conf_dir: str, get_nad: NadGette
                     cand = load(
                         nad_config(nad, conf_dir), None, f"NetworkAttachmentDefinition {namespace}/{value}"
                     )
-                    return replace(cand, name=f"{namespace}/{value}")
+                    return cand._replace(name=f"{namespace}/{value}")
             except KubeApiError:
                 raise  # an unreachable API fails visibly; a local file is no stand-in for a live read
             except CniError:

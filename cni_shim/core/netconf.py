@@ -8,8 +8,7 @@ spells a key differently still works; we fold the known keys the same way.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from cni_shim import reasons
 from cni_shim.core import network
@@ -59,8 +58,7 @@ _KNOWN = (
 _FOLD = {k.lower(): k for k in _KNOWN}
 
 
-@dataclass(frozen=True)
-class NetConf:
+class NetConf(NamedTuple):
     cni_version: str
     name: str
     kubeconfig: str = ""
@@ -73,7 +71,7 @@ class NetConf:
     log_file: str = ""
     log_level: str = ""
     log_to_stderr: bool = True
-    runtime_config: dict[str, Any] = field(default_factory=dict)
+    runtime_config: dict[str, Any] = {}
     readiness_indicator_file: str = ""
     namespace_isolation: bool = False
     global_namespaces: tuple[str, ...] = ("default",)

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from cni_shim.errors import config_error
 from sriov_contract import rawjson
 from sriov_contract.rawjson import JsonObject, JsonValue
 
 
-@dataclass(frozen=True)
-class Network:
+class Network(NamedTuple):
     name: str
     version: str
     candidate_versions: tuple[str, ...]

@@ -9,8 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from cni_shim import reasons
 from cni_shim.core import versions
@@ -39,8 +38,7 @@ MAX_CONTAINER_ID = 200
 _ENV_ORDER = ("CNI_COMMAND", "CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_ARGS", "CNI_PATH")
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(NamedTuple):
     """One CNI invocation, independent of how it arrived (process env or a daemon socket)."""
 
     command: str

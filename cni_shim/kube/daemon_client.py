@@ -1,14 +1,18 @@
-"""The daemon's one Kubernetes client: the official library's connection, spoken as raw JSON.
+"""The daemon's one Kubernetes client: urllib3's pooled connections, spoken as raw JSON.
 
 The core works on plain dicts, and informers must keep exactly what the API server sent, so
-this adapter skips the library's model classes and maps every failure to KubeApiError.
+this adapter needs no model classes; every failure maps to KubeApiError.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+import os
+import urllib.parse
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
+
+import urllib3
 
 from cni_shim.errors import KubeApiError
 from cni_shim.kube.paths import REQUEST_TIMEOUT
@@ -29,6 +33,22 @@ def _object(data: bytes, what: str) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise KubeApiError(f"{what} returned a body that is not an object", 0)
     return doc
+
+
+# Connections kept per API server: the NAD readers, the informers' lists and watches, the Event
+# writer and the request threads each hold one while they use it.
+NAD_POOL = 8
+
+
+def _bearer(token: str, token_file: str) -> str:
+    """The Authorization header; a token file is read per request, so a rotated token is used at once."""
+    if not token and token_file:
+        try:
+            with open(token_file, encoding="ascii") as fh:
+                token = fh.read().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise KubeApiError(f"cannot read the bearer token file {token_file}: {exc}", 401) from exc
+    return f"Bearer {token}" if token else ""
 
 
 def _retries() -> Any:
@@ -61,27 +81,62 @@ def _retries() -> Any:
 
 
 class ApiServer:
-    """Thread-safe: the library pools connections per host."""
+    """Thread-safe: urllib3 pools kept-alive connections per host."""
 
-    def __init__(self, api: Any, timeout: float = REQUEST_TIMEOUT) -> None:
-        self._api = api
+    def __init__(
+        self,
+        pool: Any,
+        host: str,
+        authorization: Callable[[], str] = str,
+        timeout: float = REQUEST_TIMEOUT,
+    ) -> None:
+        self._pool = pool
+        self._host = host.rstrip("/")
+        self._authorization = authorization
         self._timeout = timeout
 
     @classmethod
     def connect(cls, kubeconfig: str) -> ApiServer:
-        from kubernetes import client, config  # noqa: PLC0415 - daemon only
+        """The kubeconfig's (or the in-cluster) API server. urllib3 and the shim's own kubeconfig
+        reader suffice for tokens and client certificates; the official library, whose import alone
+        holds some 20 MiB of the daemon's memory, is loaded only for an exec or auth-provider user."""
+        from cni_shim.kube import kubeconfig as kubeconfigs  # noqa: PLC0415 - daemon only
+
+        conn = kubeconfigs.load(kubeconfig) if kubeconfig else kubeconfigs.in_cluster(os.environ)
+        if conn is None:
+            raise KubeApiError("no kubeconfig given and not in a cluster (KUBERNETES_SERVICE_HOST unset)", 0)
+        if conn.auth_plugin:
+            return cls._through_library(kubeconfig)
+        from cni_shim.kube.thin_client import ssl_context  # noqa: PLC0415
+
+        extra: dict[str, Any] = {}
+        if conn.server.startswith("https://"):
+            extra["ssl_context"] = ssl_context(conn)
+            if conn.insecure:
+                extra.update(cert_reqs="CERT_NONE", assert_hostname=False)
+            elif conn.tls_server_name:
+                extra["server_hostname"] = conn.tls_server_name
+        pool = urllib3.PoolManager(num_pools=2, maxsize=NAD_POOL, retries=_retries(), **extra)
+        return cls(pool, conn.server, lambda: _bearer(conn.token, conn.token_file))
+
+    @classmethod
+    def _through_library(cls, kubeconfig: str) -> ApiServer:
+        from kubernetes import client, config  # noqa: PLC0415 - exec / auth-provider users only
 
         configuration = client.Configuration()
-        if kubeconfig:
-            config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)  # type: ignore[no-untyped-call]
-        else:
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)  # type: ignore[no-untyped-call]
         configuration.retries = _retries()
-        return cls(client.ApiClient(configuration))
+        api = client.ApiClient(configuration)
+        # get_api_key_with_prefix runs the library's refresh hook (the exec plugin) when due.
+        return cls(
+            api.rest_client.pool_manager,
+            str(configuration.host),
+            lambda: str(configuration.get_api_key_with_prefix("authorization") or ""),
+        )
 
     @property
     def server(self) -> str:
-        return str(self._api.configuration.host)
+        return self._host
 
     def _send(
         self,
@@ -90,26 +145,36 @@ class ApiServer:
         query: Sequence[tuple[str, str]] = (),
         body: Mapping[str, Any] | None = None,
         timeout: float | tuple[float, float] | None = None,
+        *,
+        stream: bool = False,
     ) -> Any:
         headers = {"Accept": "application/json", "User-Agent": "cni-shim-daemon"}
         if body is not None:
             headers["Content-Type"] = "application/json"
+        url = f"{self._host}{path}"
+        if query:
+            url += "?" + urllib.parse.urlencode(list(query))
+        limit = timeout or self._timeout
         try:
-            request = self._api.param_serialize(
+            authorization = self._authorization()
+            if authorization:
+                headers["Authorization"] = authorization
+            return self._pool.request(
                 method,
-                path,
-                query_params=list(query),
-                header_params=headers,
-                body=dict(body) if body is not None else None,
-                auth_settings=["BearerToken"],
+                url,
+                body=json.dumps(body).encode() if body is not None else None,
+                headers=headers,
+                timeout=urllib3.Timeout(connect=limit[0], read=limit[1])
+                if isinstance(limit, tuple)
+                else urllib3.Timeout(limit),
+                preload_content=not stream,
             )
-            return self._api.call_api(*request, _request_timeout=timeout or self._timeout)
         except Exception as exc:  # urllib3's errors have no common base worth naming here
             raise KubeApiError(f"{method} {path} on {self.server} failed: {exc}", 0) from exc
 
     def _read(self, response: Any, what: str) -> bytes:
         try:
-            return bytes(response.read())
+            return bytes(response.data)
         except Exception as exc:
             raise KubeApiError(f"{what}: reading the answer failed: {exc}", 0) from exc
 
@@ -155,9 +220,9 @@ class ApiServer:
         self, path: str, query: Sequence[tuple[str, str]], idle_timeout: float
     ) -> Iterator[dict[str, Any]]:
         """Watch events as the server sends them; ends when the server closes the stream."""
-        from kubernetes.watch.watch import iter_resp_lines  # noqa: PLC0415
-
-        response = self._send("GET", path, [*query, ("watch", "true")], timeout=(5.0, idle_timeout))
+        response = self._send(
+            "GET", path, [*query, ("watch", "true")], timeout=(5.0, idle_timeout), stream=True
+        )
         try:
             if response.status != 200:
                 data = self._read(response, f"WATCH {path}")
@@ -165,14 +230,18 @@ class ApiServer:
                     f"WATCH {path} returned HTTP {response.status}: {_message(data)}", response.status
                 )
             try:
-                # The library's answer wraps urllib3's, and only the inner one can stream.
-                for line in iter_resp_lines(response.response):  # type: ignore[no-untyped-call]
-                    if line.strip():
-                        yield _object(line.encode() if isinstance(line, str) else line, f"WATCH {path}")
+                pending = b""
+                for chunk in response.stream(65536):
+                    *lines, pending = (pending + chunk).split(b"\n")
+                    for line in lines:
+                        if line.strip():
+                            yield _object(line, f"WATCH {path}")
+                if pending.strip():
+                    yield _object(pending, f"WATCH {path}")
             except KubeApiError:
                 raise
             except Exception as exc:
                 raise KubeApiError(f"WATCH {path} broke off: {exc}", 0) from exc
         finally:
-            response.response.close()
-            response.response.release_conn()
+            response.close()
+            response.release_conn()

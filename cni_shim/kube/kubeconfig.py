@@ -12,8 +12,7 @@ import binascii
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from cni_shim import reasons
 from cni_shim.errors import INVALID_NETWORK_CONFIG, CniError
@@ -21,8 +20,7 @@ from cni_shim.errors import INVALID_NETWORK_CONFIG, CniError
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
-@dataclass(frozen=True)
-class Connection:
+class Connection(NamedTuple):
     server: str
     ca_file: str = ""
     ca_data: bytes = b""
@@ -34,6 +32,9 @@ class Connection:
     key_file: str = ""
     key_data: bytes = b""
     tls_server_name: str = ""
+    # "exec" or "auth-provider" when the user authenticates through a plugin this module does not
+    # run; only the daemon can honour it (through the official library).
+    auth_plugin: str = ""
 
 
 def _bad(path: str, why: str) -> CniError:
@@ -121,6 +122,7 @@ def load(path: str) -> Connection:
         cert_data=_data(user, "client-certificate-data", path),
         key_file=_relative(path, user.get("client-key")),
         key_data=_data(user, "client-key-data", path),
+        auth_plugin=next((k for k in ("exec", "auth-provider") if user.get(k)), ""),
     )
 
 

@@ -29,7 +29,8 @@ class _ProtocolError(Exception):
     pass
 
 
-def _ssl_context(conn: Connection) -> ssl.SSLContext:
+def ssl_context(conn: Connection) -> ssl.SSLContext:
+    """The TLS settings of a connection (CA, client certificate, insecure), for any HTTP client."""
     ctx = ssl.create_default_context(
         cafile=conn.ca_file or None, cadata=conn.ca_data.decode() if conn.ca_data else None
     )
@@ -128,7 +129,7 @@ class KubeClient:
             sock = socket.create_connection((self._host, self._port), timeout=self._timeout)
             if self._https:
                 if self._ctx is None:
-                    self._ctx = _ssl_context(self._conn)
+                    self._ctx = ssl_context(self._conn)
                 sock = self._ctx.wrap_socket(sock, server_hostname=self._conn.tls_server_name or self._host)
             self._sock = sock
             self._stream = sock.makefile("rb")

@@ -6,14 +6,19 @@ rather than loading a netlink library into every CNI start.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from cni_shim import reasons
 from cni_shim.errors import CniError
 
+if TYPE_CHECKING:
+    import subprocess
+
 
 def _ip(netns: str, *args: str) -> subprocess.CompletedProcess[str]:
+    import subprocess  # noqa: PLC0415 - only Pods asking for default-route pay for it
+
     return subprocess.run(
         ["nsenter", f"--net={netns}", "ip", *args], capture_output=True, text=True, check=False, timeout=10
     )

@@ -14,7 +14,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from cni_shim import handler, reasons, wiring
@@ -182,7 +182,7 @@ class Dispatcher:
         if command == "ADD" and not fields["uid"]:
             self._recover_uid(env, fields, live=live)
         collector = Collector() if self._pod_events is not None else None
-        services = replace(self._base(env), kube_for=kube_for, events=collector)
+        services = self._base(env)._replace(kube_for=kube_for, events=collector)
         status, out, _ = handler.invoke(env, lambda: merged, lambda _env: services)
         after = None
         if collector is not None and collector.events and self._pod_events is not None:

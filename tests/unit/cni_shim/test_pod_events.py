@@ -8,7 +8,6 @@ import json
 import socket
 import threading
 import time
-from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -40,7 +39,7 @@ class Sink:
 def sink(shim, monkeypatch):
     recorded = Sink()
     base = shim.services
-    monkeypatch.setattr(shim, "services", lambda env: replace(base(env), events=recorded))
+    monkeypatch.setattr(shim, "services", lambda env: base(env)._replace(events=recorded))
     return recorded
 
 

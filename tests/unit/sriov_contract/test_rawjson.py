@@ -82,3 +82,14 @@ def test_round_trip_is_lossless_and_stable(value):
     assert rawjson.dumps(again) == text
     # The compact form is still JSON any standard reader accepts.
     json.loads(text)
+
+
+def test_raw_number_is_an_immutable_value():
+    one = RawNumber("1.0")
+    assert one == RawNumber("1.0") and one != RawNumber("1") and one != "1.0"
+    assert len({one, RawNumber("1.0"), RawNumber("1")}) == 2
+    assert repr(one) == "RawNumber(text='1.0')"
+    with pytest.raises(AttributeError):
+        one.text = "2"  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        del one.text
