@@ -10,7 +10,6 @@ escaped, which is a bug. A few runs of the installed executable check the same f
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -114,7 +113,7 @@ def env_of(draw: st.DrawFn) -> dict[str, str]:
 def _services(harness: ShimHarness, env: dict[str, str]) -> Services:
     store_dir = harness.tmp / "store"
     # Pinned: a hostile cniDir must not make the fuzzer write or delete anywhere on this host.
-    return dataclasses.replace(harness.services(env), store_for=lambda _dir: FileCacheStore(str(store_dir)))
+    return harness.services(env)._replace(store_for=lambda _dir: FileCacheStore(str(store_dir)))
 
 
 def assert_cni_outcome(status: int, out: str, err: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,8 +17,14 @@ REPO = Path(__file__).resolve().parents[3]
 
 def latency(
     median: float, p95: float, peer: str | None = None, peer_median: float = 1, peer_p95: float = 1
-) -> dict:
-    out = {"median": median, "p95": p95, "ADD_median": median / 3, "DEL_median": median * 2 / 3, "n": 50}
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "median": median,
+        "p95": p95,
+        "ADD_median": median / 3,
+        "DEL_median": median * 2 / 3,
+        "n": 50,
+    }
     out.update(cpu=90.0, cpu_plugins=20.0, cpu_daemon=10.0, cpu_delegates=60.0)
     if peer:
         out.update(peer=peer, ratio_median=median / peer_median, ratio_p95=p95 / peer_p95)
@@ -25,7 +32,7 @@ def latency(
 
 
 FLOOR_API = {"get network-attachment-definitions": 2.0, "get pods": 1.0, "update pods/status": 1.0}
-RESULTS = {
+RESULTS: dict[str, Any] = {
     "cni": {
         "cycles": 50,
         "latency_ms": {

@@ -90,6 +90,6 @@ def test_raw_number_is_an_immutable_value():
     assert len({one, RawNumber("1.0"), RawNumber("1")}) == 2
     assert repr(one) == "RawNumber(text='1.0')"
     with pytest.raises(AttributeError):
-        one.text = "2"  # type: ignore[misc]
+        one.text = "2"
     with pytest.raises(AttributeError):
         del one.text

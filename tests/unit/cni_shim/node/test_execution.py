@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import time
 
 import pytest
 
@@ -67,6 +68,6 @@ def test_a_busy_binary_is_retried(monkeypatch):
         return 0, b"ok", b""
 
     monkeypatch.setattr(execution, "spawn", busy_once)
-    monkeypatch.setattr(execution.time, "sleep", lambda _s: None)
+    monkeypatch.setattr(time, "sleep", lambda _s: None)
     assert run_plugin(["/x"], "x", {}, b"") == b"ok"
     assert len(calls) == 2
