@@ -189,7 +189,8 @@ class Dispatcher:
             submit, events = self._pod_events.submit, collector.events
             after = lambda: submit(events)  # noqa: E731
         if status == 0:
-            body = json.dumps({"Result": json.loads(out)}).encode() if out else b""
+            # `out` is the result object's JSON as thin mode prints it: wrapped as it is, not re-encoded.
+            body = b'{"Result":' + out.encode() + b"}" if out else b""
             return Answer(200, body, "ok", after)
         return Answer(400, out.encode(), _reason(out), after)
 
