@@ -177,3 +177,23 @@ def test_the_generator_refuses_a_readme_without_the_markers(tmp_path):
 def test_the_readme_holds_the_markers_once():
     text = (REPO / "README.md").read_text()
     assert text.count(report.BEGIN) == 1 and text.count(report.END) == 1
+
+
+def test_the_import_profile_charges_what_our_modules_pull_in_directly():
+    # python -X importtime prints a module after everything it imported, two spaces per level.
+    text = "\n".join(
+        [
+            "import time: self [us] | cumulative | imported package",
+            "import time:       100 |        100 |       re._parser",
+            "import time:       400 |        500 |     re",
+            "import time:       300 |        800 |   json",
+            "import time:       200 |       1000 | cni_shim.core.results",
+            "import time:      1500 |       1500 |   dataclasses",
+            "import time:       500 |       2000 | cni_shim.handler",
+            "import time:       250 |        250 | ssl",
+        ]
+    )
+    tree = tc._import_tree(text)
+    assert tree["total_ms"] == pytest.approx(3.25)
+    assert tree["ours_ms"] == pytest.approx(0.7)
+    assert tree["top"] == [("dataclasses", 1.5), ("json", 0.8), ("ssl", 0.25)]
