@@ -1034,6 +1034,8 @@ DELIBERATE: dict[str, str] = {
     "multus-cni issues #1449/#1454, fixed upstream after v4.2.3)",
     "d-managed-shadow": "the managed-shadow guard refuses a NAD carrying the driver's binding annotation "
     "that does not belong to this Pod, before any delegate runs (Multus has no such guard and runs it)",
+    "i5-events": "one ADD writes one AddedInterface Event holding every interface's Multus text joined by "
+    "'; ' (issue #21: at most one Event write per ADD); Multus creates one Event per interface",
 }
 
 P1 = "issue #18 point 1: error msg starts with our reason word / uses our wording, not Multus's (Multus: code 999)"

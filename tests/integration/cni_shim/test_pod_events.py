@@ -87,8 +87,11 @@ def test_thin_add_writes_the_events_before_it_exits(
     assert add.returncode == 0, add.stdout + add.stderr
     got = _pod_events(testbed, k8s_namespace)  # written before the process exited: no waiting
     assert [(e.type, e.reason, e.message) for e in got] == [
-        ("Normal", "AddedInterface", "Add eth0 [] from podnet"),
-        ("Normal", "AddedInterface", f"Add net1 [10.8.2.4/24] from {k8s_namespace}/net-a"),
+        (
+            "Normal",
+            "AddedInterface",
+            f"Add eth0 [] from podnet; Add net1 [10.8.2.4/24] from {k8s_namespace}/net-a",
+        ),
     ]
     assert {(e.source.component, e.involved_object.uid) for e in got} == {("multus", pod["metadata"]["uid"])}
 
