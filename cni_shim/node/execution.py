@@ -12,6 +12,7 @@ import errno
 import json
 import os
 import select
+import signal
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -70,6 +71,7 @@ def plugin_failure(plugin: str, returncode: int, stdout: bytes, stderr: bytes) -
 
 
 _READ = select.POLLIN | select.POLLHUP | select.POLLERR
+_DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)
 _CHUNK = 65536
 
 
@@ -88,7 +90,8 @@ def spawn(argv: Sequence[str], env: Mapping[str, str], stdin: bytes) -> tuple[in
             (os.POSIX_SPAWN_DUP2, err_w, 2),
         ]
         start = os.posix_spawn if "/" in argv[0] else os.posix_spawnp
-        pid = start(argv[0], list(argv), dict(env), file_actions=actions)
+        # Python ignores SIGPIPE (and SIGXFSZ); the plugin gets the defaults, as subprocess restores them.
+        pid = start(argv[0], list(argv), dict(env), file_actions=actions, setsigdef=_DEFAULT_SIGNALS)
     except BaseException:
         for fd in (feed, out_r, err_r):
             os.close(fd)

@@ -71,3 +71,10 @@ def test_a_busy_binary_is_retried(monkeypatch):
     monkeypatch.setattr(time, "sleep", lambda _s: None)
     assert run_plugin(["/x"], "x", {}, b"") == b"ok"
     assert len(calls) == 2
+
+
+def test_the_plugin_gets_default_signal_handling_not_pythons_ignored_sigpipe():
+    # SigIgn in /proc/<pid>/status: bit 13 is SIGPIPE; Python itself ignores it.
+    status, out, _ = spawn([SH, "-c", "grep SigIgn /proc/$$/status"], {}, b"")
+    assert status == 0
+    assert not int(out.split()[1], 16) & (1 << (13 - 1))
