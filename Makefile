@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: all demo test deps venv tools gen lint typecheck contract-go core-coverage pytest bench faults fuzz compat clean testbed-up testbed-down
+.PHONY: all demo test deps venv tools gen lint typecheck contract-go core-coverage pytest bench faults fuzz compat soak clean testbed-up testbed-down
 
 all: test
 
@@ -70,6 +70,12 @@ faults: deps venv tools gen
 ## `make test` runs its fast part (the cases not marked compat_full).
 compat: deps venv tools gen
 	@COMPAT_FULL=1 $(PY) -m pytest tests/compat $(PYTEST_ARGS)
+
+## Churn soak on two real nodes with seeded kills of the driver, cni-shim-daemon and the kubelet
+## (scripts/soak.py; not part of `make test`). Bounded: SOAK_PODS (200), SOAK_TIME_LIMIT (900 s).
+## SOAK_SEED=<n> repeats a schedule; on a shared machine run it under the bed lock.
+soak: deps venv tools gen
+	@$(PY) scripts/soak.py
 
 fuzz: venv gen
 	@HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest tests -k fuzz

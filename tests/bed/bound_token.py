@@ -39,10 +39,16 @@ class BoundToken:
 
 
 def node_bound_kubeconfig(
-    bed: TestBed, namespace: str, service_account: str, path: Path, *, image: str | None = None
+    bed: TestBed,
+    namespace: str,
+    service_account: str,
+    path: Path,
+    *,
+    image: str | None = None,
+    node_name: str | None = None,
 ) -> BoundToken:
     """Write to `path` a kubeconfig that authenticates as `namespace/service_account` from a Pod on
-    the bed's node. The ServiceAccount must exist. With a real kubelet on the node, `image` (a
+    the bed's node (or ``node_name``). The ServiceAccount must exist. With a real kubelet on the node, `image` (a
     local one) lets it run the Pod; host network, so no CNI call is made for it."""
     core = client.CoreV1Api(bed.api_client)
     name = f"{service_account}-{secrets.token_hex(3)}"
@@ -52,7 +58,7 @@ def node_bound_kubeconfig(
             {
                 "metadata": {"name": name},
                 "spec": {
-                    "nodeName": bed.node_name,
+                    "nodeName": node_name or bed.node_name,
                     "serviceAccountName": service_account,
                     "automountServiceAccountToken": False,
                     "hostNetwork": True,

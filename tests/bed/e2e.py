@@ -21,6 +21,7 @@ import copy
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -73,6 +74,10 @@ NAD_API = ("k8s.cni.cncf.io", "v1", "network-attachment-definitions")
 WHEREABOUTS_API = ("whereabouts.cni.cncf.io", "v1alpha1")
 SHIM_NETWORK = "multus-cni-network"
 POD_SUBNET = "10.241.0.0/24"
+# The second node's cluster network: host-local on each node leases from its own range, and ptp's
+# host routes of both nodes share this machine's routing table, so the ranges must be disjoint.
+SECOND_NODE_POD_SUBNET = "10.241.1.0/24"
+SECOND_NODE_SUFFIX = "-b"
 BIN = Path(sys.executable).parent
 POD_START_TIMEOUT = 120.0
 CLEANUP_TIMEOUT = 90.0
@@ -263,6 +268,35 @@ def second_pod(pairs: Workload) -> tuple[dict[str, Any], dict[str, Any]]:
     return template, pod
 
 
+def rails_workload(stack: Stack, name: str = "rails") -> Workload:
+    """Pods with one VF on each rail (distinct PCIe roots, no GPU) on any node of the stack: spec
+    14.2's administrator objects, each policy naming the PFs of every node (the fake nodes' run
+    prefixes make their names differ), and the VF-only template of :func:`second_pod`."""
+    pairs = pairs_workload(stack.fake_node, stack.whereabouts_ipam())
+    template, pod = second_pod(pairs)
+    admin = copy.deepcopy(list(pairs.admin))
+    for doc in admin:
+        if doc["kind"] != "SriovResourcePolicy":
+            continue
+        for config in doc["spec"]["configs"]:
+            for selector in config.get("resourceFilters") or []:
+                selector["pfNames"] = [
+                    node.fake_node.prefix + pf.removeprefix(stack.fake_node.prefix)
+                    for pf in selector["pfNames"]
+                    for node in stack.nodes
+                ]
+    pod["metadata"]["name"] = name
+    # Its PID 1 ignores SIGTERM: a deletion would otherwise wait out the example's 5 s grace.
+    pod["spec"]["terminationGracePeriodSeconds"] = 1
+    return Workload(
+        name,
+        admin=tuple(admin),
+        workload=(find(pairs.workload, "DeviceClass", "sriov-pcie-netdevice"), template),
+        pod=pod,
+        advertised=pairs.advertised,
+    )
+
+
 def pf_renames(node: FakeNode) -> dict[str, str]:
     return {pf.netdev.removeprefix(node.prefix): pf.netdev for pf in node.pfs}
 
@@ -313,11 +347,23 @@ class Stack:
         thick: bool,
         kubelet: str = REAL,
         say: Callable[[str], None] = lambda s: None,
+        second_node: bool = False,
+        node_name: str | None = None,
+        pod_subnet: str = POD_SUBNET,
     ) -> None:
+        """``second_node``: also run a second real node (its own fake SR-IOV node, containerd,
+        kubelet, driver and CNI daemon) as ``peer``, so the scheduler has two nodes; opt-in because
+        it doubles the stack's start-up cost. ``node_name``/``pod_subnet`` are the peer's."""
+        if second_node and kubelet != REAL:
+            raise ReasonedError("SecondNodeNeedsRealKubelet", "a second node runs only on the real kubelet")
         self.bed = bed
         self.thick = thick
         self.kubelet_kind = kubelet
         self.say = say
+        self.second_node = second_node
+        self.node_name = node_name or bed.node_name
+        self.pod_subnet = pod_subnet
+        self.peer: Stack | None = None
         self.api = bed.api_client
         self.core = client.CoreV1Api(self.api)
         self.objects = client.CustomObjectsApi(self.api)
@@ -412,7 +458,29 @@ class Stack:
             self._start_gpu_plugin()
         else:
             self._start_kubelet()
+        if self.second_node:
+            self.say("Starting the second node (fake SR-IOV node, containerd, kubelet, driver, CNI)...")
+            self.peer = Stack(
+                self.bed,
+                thick=self.thick,
+                say=self.say,
+                node_name=self.node_name + SECOND_NODE_SUFFIX,
+                pod_subnet=SECOND_NODE_POD_SUBNET,
+            )
+            self.peer.__enter__()
         self.timings["stack_up_s"] = round(time.monotonic() - started, 2)
+
+    @property
+    def nodes(self) -> list[Stack]:
+        """This node's stack and, with ``second_node``, the peer's."""
+        return [self, *([self.peer] if self.peer is not None else [])]
+
+    def on(self, node_name: str) -> Stack:
+        """The stack of the node named ``node_name`` (a Pod's ``spec.nodeName``)."""
+        for stack in self.nodes:
+            if stack.node_name == node_name:
+                return stack
+        raise ReasonedError("UnknownNode", f"node {node_name!r} is not one of this stack's nodes")
 
     def _namespaces(self) -> None:
         for name in (POLICY_NS, WORKLOAD_NS):
@@ -430,6 +498,7 @@ class Stack:
             self.run / "driver-kubeconfig.json",
             # The real kubelet runs the anchor Pod, as it would the driver's DaemonSet Pod.
             image=self.node_runtime.workload_ref if self.real else None,
+            node_name=self.node_name,
         )
         self.bed.grant(self.bed.user_of("cni"), rbac_rules(REPO / "deploy/cni-rbac.yaml", "ClusterRole"))
 
@@ -455,7 +524,7 @@ class Stack:
                 {
                     "cniVersion": "1.0.0",
                     "name": "podnet",
-                    "plugins": [ptp_host_local(POD_SUBNET, self.host_local_dir)],
+                    "plugins": [ptp_host_local(self.pod_subnet, self.host_local_dir)],
                 },
                 indent=2,
             )
@@ -498,7 +567,7 @@ class Stack:
             d.mkdir(parents=True, exist_ok=True)
         env = {
             **os.environ,
-            "NODE_NAME": self.bed.node_name,
+            "NODE_NAME": self.node_name,
             "NAMESPACE": POLICY_NS,
             "CDI_ROOT": str(self.run / "cdi"),
             "KUBELET_REGISTRAR_DIRECTORY_PATH": str(self.registry_dir),
@@ -525,15 +594,33 @@ class Stack:
         def listening() -> bool:
             if not daemon.alive():
                 raise ReasonedError("DaemonExited", f"cni-shim-daemon exited: {daemon.output()}")
-            return sock.is_dir() and any(p.is_socket() for p in sock.iterdir())
+            # Accepting, not merely present: a killed daemon leaves its socket file behind.
+            return sock.is_dir() and any(p.is_socket() and _accepts(p) for p in sock.iterdir())
 
         wait_for(listening, 30, what=f"cni-shim-daemon to listen in {sock}")
+
+    def kill(self, component: str) -> None:
+        """SIGKILL one of this node's processes (a crash: no cleanup of its own), then start it
+        again and wait until it serves: the driver registered with the kubelet, the daemon
+        accepting on its socket, the kubelet Ready."""
+        if component == "kubelet":
+            self.node_runtime.stop_kubelet(kill=True)
+            self.node_runtime.start_kubelet()
+            return
+        proc = {"driver": self.driver, "daemon": self.daemon}[component]
+        assert proc is not None, f"no {component} runs on {self.node_name}"
+        proc.proc.kill()
+        proc.proc.wait()
+        if component == "driver":
+            self.restart_driver()
+        else:
+            self._start_daemon()
 
     def _start_real_node(self) -> None:
         self.say("Starting containerd and the real kubelet (the bed's Node)...")
         self.real_node = realnode.RealNode(
             api=self.api,
-            node_name=self.bed.node_name,
+            node_name=self.node_name,
             kubeconfig=self.bed.kubeconfig,
             ca_file=self.bed.ca_file,
             node_dir=self.run / "node",
@@ -605,7 +692,7 @@ class Stack:
             SHIM_NETWORK,
             self.delegate_env(),
         )
-        self.kubelet = SimulatedKubelet(self.api, self.bed.node_name, {DRIVER: self.plugin}, cnitool)
+        self.kubelet = SimulatedKubelet(self.api, self.node_name, {DRIVER: self.plugin}, cnitool)
         self.kubelet.start()
 
     def down(self) -> None:
@@ -614,16 +701,31 @@ class Stack:
         with contextlib.ExitStack() as steps:
             for step in reversed(
                 (
+                    self._stop_peer,
                     self._stop_kubelet,
                     self._stop_processes,
                     self._revoke_token,
                     self._delete_slices,
                     self._sweep_sandboxes,
                     self._remove_node,
+                    self._delete_node_object,
                     lambda: shutil.rmtree(self.run, ignore_errors=True),
                 )
             ):
                 steps.callback(step)
+
+    def _stop_peer(self) -> None:
+        # First: its kubelet restores the host sysctls it saw, which are this node's kubelet's.
+        if self.peer is not None:
+            peer, self.peer = self.peer, None
+            peer.down()
+            self.left_behind += [f"{peer.node_name}: {what}" for what in peer.left_behind]
+
+    def _delete_node_object(self) -> None:
+        # The peer's kubelet registered its Node; the bed's own Node outlives every stack.
+        if self.node_name != self.bed.node_name:
+            with contextlib.suppress(ApiException):
+                self.core.delete_node(self.node_name)
 
     def _stop_kubelet(self) -> None:
         if self.real_node is not None:
@@ -660,7 +762,7 @@ class Stack:
     def _delete_slices(self) -> None:
         # Slices outlive the driver (the Node owns them); leave the node as we found it.
         for item in self.list_objects(
-            "resource.k8s.io", "v1", "resourceslices", field_selector=f"spec.nodeName={self.bed.node_name}"
+            "resource.k8s.io", "v1", "resourceslices", field_selector=f"spec.nodeName={self.node_name}"
         ):
             with contextlib.suppress(ApiException):
                 self.objects.delete_cluster_custom_object(
@@ -729,14 +831,14 @@ class Stack:
                 resource.delete(name=doc["metadata"]["name"], namespace=doc["metadata"].get("namespace"))
 
     def label_node(self, on: bool) -> None:
-        if on:
-            self.core.patch_node(self.bed.node_name, {"metadata": {"labels": {NODE_LABEL: "true"}}})
-        else:
-            escaped = NODE_LABEL.replace("~", "~0").replace("/", "~1")
-            with contextlib.suppress(ApiException):
-                self.core.patch_node(
-                    self.bed.node_name, [{"op": "remove", "path": f"/metadata/labels/{escaped}"}]
-                )
+        """Label (or unlabel) every node of the stack for the workloads' nodeSelector."""
+        escaped = NODE_LABEL.replace("~", "~0").replace("/", "~1")
+        for name in (stack.node_name for stack in self.nodes):
+            if on:
+                self.core.patch_node(name, {"metadata": {"labels": {NODE_LABEL: "true"}}})
+            else:
+                with contextlib.suppress(ApiException):
+                    self.core.patch_node(name, [{"op": "remove", "path": f"/metadata/labels/{escaped}"}])
 
     def published(self) -> dict[str, dict[str, Any]]:
         """Our driver's advertised devices on this node: device name -> attributes."""
@@ -744,7 +846,7 @@ class Stack:
             "resource.k8s.io",
             "v1",
             "resourceslices",
-            field_selector=f"spec.nodeName={self.bed.node_name},spec.driver={DRIVER}",
+            field_selector=f"spec.nodeName={self.node_name},spec.driver={DRIVER}",
         )
         return {d["name"]: d.get("attributes") or {} for s in slices for d in s["spec"].get("devices") or []}
 
@@ -896,14 +998,14 @@ class Stack:
         return {d["name"]: d["attributes"] for s in self.gpu_slices() for d in s["spec"].get("devices") or []}
 
     def gpu_slices(self) -> list[dict[str, Any]]:
-        selector = f"spec.nodeName={self.bed.node_name},spec.driver={GPU_DRIVER}"
+        selector = f"spec.nodeName={self.node_name},spec.driver={GPU_DRIVER}"
         return self.list_objects("resource.k8s.io", "v1", "resourceslices", field_selector=selector)
 
     def publish_gpus(self) -> None:
         """The NVIDIA driver's publication for the fake node's GPUs (tests/support/gpu.py)."""
         self.withdraw_gpus()
         self.objects.create_cluster_custom_object(
-            "resource.k8s.io", "v1", "resourceslices", gpu_slice(self.bed.node_name, self.fake_node.gpus)
+            "resource.k8s.io", "v1", "resourceslices", gpu_slice(self.node_name, self.fake_node.gpus)
         )
 
     def withdraw_gpus(self) -> None:
@@ -939,6 +1041,21 @@ class Stack:
             if link is None or link["address"] != vf.mac:
                 out.append(f"{vf.netdev} ({vf.pci})")
         return out
+
+    def orphan_scan(self) -> dict[str, Any]:
+        """``sriov-dra orphans`` (a dry run) for this node against its driver's checkpoint."""
+        argv = [str(BIN / "sriov-dra"), "orphans", "--node", self.node_name, "-o", "json"]
+        out = subprocess.run(
+            [*argv, "--checkpoint", str(self.checkpoint), "--kubeconfig", str(self.bed.kubeconfig)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        if out.returncode != 0:
+            raise ReasonedError("OrphanScanFailed", f"sriov-dra orphans on {self.node_name}: {out.stderr}")
+        doc: dict[str, Any] = json.loads(out.stdout)
+        return doc
 
     def checkpoint_claims(self) -> dict[str, Any]:
         if not self.checkpoint.exists():
@@ -1014,6 +1131,15 @@ class Stack:
         ]
 
 
+def _accepts(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        try:
+            sock.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
 @dataclass(frozen=True)
 class ObservedSandbox:
     """A real kubelet's Pod sandbox as this run saw it running."""
@@ -1059,6 +1185,7 @@ def _partner(template_constraints: Sequence[Mapping[str, Any]], request: str) ->
 def observe(stack: Stack, pod: Mapping[str, Any]) -> Observed:
     namespace = pod["metadata"]["namespace"]
     live = stack.read_pod(namespace, pod["metadata"]["name"]) or {}
+    stack = stack.on(live["spec"]["nodeName"])
     claim = stack.claim_of(live)
     results = _results(claim)
     by_request = {r["request"]: r for r in results}
@@ -1222,7 +1349,7 @@ def check_shadow_content(stack: Stack, obs: Observed, workload: Workload) -> Che
         for d in workload.admin
         if d["kind"] == "NetworkAttachmentDefinition"
     }
-    want = (obs.uid, obs.claim["metadata"]["uid"], stack.bed.node_name)
+    want = (obs.uid, obs.claim["metadata"]["uid"], obs.pod["spec"]["nodeName"])
     problems = []
     for nad in obs.shadows:
         name, binding = nad["metadata"]["name"], _binding(nad)
@@ -1429,17 +1556,21 @@ class Stacks:
         self.bed, self.tools = bed, tools
         self.current: Stack | None = None
 
-    def get(self, *, thick: bool, kubelet: str = REAL) -> Stack:
+    def get(self, *, thick: bool, kubelet: str = REAL, second_node: bool = False) -> Stack:
         for component in ("plugins", "whereabouts", "cnitool"):
             self.tools.require(component)
         if kubelet == REAL:
             for component in realnode.NODE_COMPONENTS:
                 self.tools.require(component)
         current = self.current
-        if current is not None and (current.thick, current.kubelet_kind) != (thick, kubelet):
+        if current is not None and (current.thick, current.kubelet_kind, current.second_node) != (
+            thick,
+            kubelet,
+            second_node,
+        ):
             self.close()
         if self.current is None:
-            stack = Stack(self.bed, thick=thick, kubelet=kubelet)
+            stack = Stack(self.bed, thick=thick, kubelet=kubelet, second_node=second_node)
             stack.__enter__()
             self.current = stack
         return self.current
@@ -1475,7 +1606,8 @@ def apply_workload(stack: Stack, workload: Workload) -> dict[str, tuple[str, str
     stack.label_node(True)
     if any(doc["kind"] == "DeviceClass" and "gpu.nvidia.com" in json.dumps(doc) for doc in workload.workload):
         stack.publish_gpus()
-    stack.wait_advertised(workload.advertised)
+    for node in stack.nodes:
+        node.wait_advertised(workload.advertised)
     return source_snapshot(stack, workload)
 
 

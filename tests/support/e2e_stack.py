@@ -3,6 +3,7 @@ node CNI and the real kubelet (containerd + runc) on the session's bed.
 
 - ``stacks`` (module): at most one running ``Stack``, switched between thick and thin (and real and
   simulated kubelet) on demand.
+- ``two_node_stack``: a thick stack with a second real node (``Stack(second_node=True)``).
 - ``thick_stack``: that stack with the CNI in thick mode on the real kubelet. Where the real kubelet
   cannot run here the test is skipped with the exact reason (``realnode.unavailable_reason``),
   never passed on the simulator.
@@ -46,3 +47,8 @@ def real_kubelet(tool_dirs: ToolSet) -> None:
 @pytest.fixture
 def thick_stack(stacks: Stacks, real_kubelet: None) -> Stack:
     return stacks.get(thick=True)
+
+
+@pytest.fixture
+def two_node_stack(stacks: Stacks, real_kubelet: None) -> Stack:
+    return stacks.get(thick=True, second_node=True)

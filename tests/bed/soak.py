@@ -1,0 +1,289 @@
+"""`make soak`: managed Pods created and deleted on two real nodes while a seeded schedule kills
+the driver, cni-shim-daemon and the kubelet at random moments (tests/bed/e2e.py, second_node).
+
+Bounded in count and in time, it stops by itself. Each Pod gets one VF on each rail; every Pod
+that reached Running must have exactly its managed interfaces; at the end nothing may be left:
+shadows (and so their finalizers), whereabouts and host-local leases, CDI specs, checkpoint
+records, orphans, and every VF is back on the host. The seed names the schedule (which components
+die, on which node, after how many Pods and how long after); the moments it lands on are the
+machine's, so a failure prints the seed that reproduces the schedule.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from kubernetes.client.exceptions import ApiException
+
+from sriov_contract import keys
+from sriov_contract.errors import ReasonedError
+from tests.bed import e2e
+from tests.support.cni import ipv4_addresses
+
+KINDS = ("driver", "daemon", "kubelet")
+MANAGED_INTERFACES = ("dra0", "dra1")  # one VF per rail (e2e.rails_workload)
+CLUSTER_INTERFACES = ("lo", "eth0")
+RUNNING_TIMEOUT = 240.0  # generous: a kubelet restart and the retries after it sit in between
+
+
+@dataclass(frozen=True)
+class Kill:
+    after_pods: int  # fired once this many Pods were created ...
+    delay_s: float  # ... and this long after that
+    kind: str
+    node: int  # index into Stack.nodes
+
+
+@dataclass(frozen=True)
+class Config:
+    seed: int
+    pods: int = 200
+    in_flight: int = 8
+    kills: int = 15
+    time_limit_s: float = 900.0
+
+
+def schedule(config: Config) -> list[Kill]:
+    """The seeded kill schedule: ``config.kills`` kills spread over the run (none in the last
+    tenth, so the end checks see a settled node), every kind about equally often, on either node."""
+    rng = random.Random(config.seed)
+    kinds = [KINDS[i % len(KINDS)] for i in range(config.kills)]
+    rng.shuffle(kinds)
+    last = max(1, config.pods - config.pods // 10)
+    at = sorted(rng.randrange(1, last + 1) for _ in kinds)
+    return [
+        Kill(a, round(rng.uniform(0.0, 4.0), 2), k, rng.randrange(2)) for a, k in zip(at, kinds, strict=True)
+    ]
+
+
+@dataclass
+class PodOutcome:
+    name: str
+    node: str = ""
+    ran: bool = False
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    config: Config
+    kills: list[str] = field(default_factory=list)
+    kills_by_kind: Counter[str] = field(default_factory=Counter)
+    outcomes: list[PodOutcome] = field(default_factory=list)
+    end_checks: list[e2e.Check] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    churn_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures and all(c.status == e2e.PASS for c in self.end_checks)
+
+    def summary(self) -> str:
+        ran = [o for o in self.outcomes if o.ran]
+        per_node = Counter(o.node for o in ran)
+        kinds = ", ".join(f"{k} {self.kills_by_kind[k]}" for k in KINDS)
+        lines = [
+            f"seed {self.config.seed}: {len(self.outcomes)} Pods created and deleted, {len(ran)} reached "
+            f"Running ({', '.join(f'{n} on {node}' for node, n in sorted(per_node.items()))}), "
+            f"{self.config.in_flight} in flight",
+            f"kills: {sum(self.kills_by_kind.values())} ({kinds}); churn {self.churn_s:.0f}s",
+            "end checks:",
+            e2e.render_checks(self.end_checks),
+        ]
+        if self.failures:
+            lines += ["failures:", *(f"  {f}" for f in self.failures[:40])]
+        verdict = (
+            "PASS"
+            if self.ok
+            else f"FAIL -- reproduce the schedule with SOAK_SEED={self.config.seed} make soak"
+        )
+        return "\n".join([*lines, f"SOAK {verdict}"])
+
+
+def interface_problems(stack: e2e.Stack, obs: e2e.Observed) -> list[str]:
+    """What differs from "exactly its managed interfaces": dra0 and dra1 (plus lo and the cluster
+    network's eth0), each with one address in its own rail's subnet, from two shadows of this Pod."""
+    problems = []
+    extra = sorted(set(obs.links) - set(MANAGED_INTERFACES) - set(CLUSTER_INTERFACES))
+    missing = sorted(set(MANAGED_INTERFACES) - set(obs.links))
+    if extra or missing:
+        problems.append(f"interfaces {sorted(obs.links)}: extra {extra}, missing {missing}")
+    for check in (e2e.check_shadows(obs, 2), e2e.check_interfaces(obs), e2e.check_addresses(stack, obs)):
+        if check.status != e2e.PASS:
+            problems.append(f"{check.name}: {check.detail}")
+    for name in MANAGED_INTERFACES:
+        if len(ipv4_addresses(obs.links.get(name, {}))) != 1:
+            problems.append(f"{name}: addresses {ipv4_addresses(obs.links.get(name, {}))}")
+    return problems
+
+
+class Soak:
+    def __init__(self, stack: e2e.Stack, config: Config, say: Callable[[str], None]) -> None:
+        if len(stack.nodes) != 2:
+            raise ReasonedError("SoakNeedsTwoNodes", "the soak runs on a Stack with second_node=True")
+        self.stack = stack
+        self.config = config
+        self.say = say
+        self.workload = e2e.rails_workload(stack, "soak")
+        self.report = Report(config)
+        self.lock = threading.Lock()
+        self.created = 0
+        self.started = 0.0
+        self.stop = threading.Event()
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def run(self) -> Report:
+        # Eight workers share one client; urllib3 says each time its pool of 4 overflows.
+        logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
+        kills = schedule(self.config)
+        self.say(f"soak: seed {self.config.seed}, {self.config.pods} Pods, {self.config.in_flight} in flight")
+        self.say(
+            "soak: kill schedule: "
+            + ", ".join(f"{k.kind}@node{k.node} after {k.after_pods} Pods+{k.delay_s}s" for k in kills)
+        )
+        with e2e.applied(self.stack, self.workload):
+            self.started = time.monotonic()
+            killer = threading.Thread(target=self._killer, args=(kills,), name="soak-killer")
+            workers = [
+                threading.Thread(target=self._worker, name=f"soak-{i}") for i in range(self.config.in_flight)
+            ]
+            for thread in [killer, *workers]:
+                thread.start()
+            for thread in workers:
+                thread.join()
+            self.stop.set()
+            killer.join()
+            self.report.churn_s = self.elapsed()
+            self.report.end_checks = self._end_checks()
+        return self.report
+
+    # -- churn ------------------------------------------------------------------------------------
+
+    def _next(self) -> int | None:
+        with self.lock:
+            if self.created >= self.config.pods:
+                return None
+            if self.elapsed() > self.config.time_limit_s:
+                self.report.failures.append(
+                    f"time limit {self.config.time_limit_s:.0f}s reached after {self.created} Pods"
+                )
+                self.created = self.config.pods  # every worker stops
+                return None
+            self.created += 1
+            return self.created
+
+    def _worker(self) -> None:
+        while (index := self._next()) is not None:
+            outcome = PodOutcome(f"soak-{self.config.seed}-{index:03d}")
+            with self.lock:
+                self.report.outcomes.append(outcome)
+            try:
+                self._one_pod(outcome)
+            except Exception as exc:  # recorded against the Pod; the soak goes on
+                outcome.problems.append(f"{type(exc).__name__}: {str(exc)[:500]}")
+            if outcome.problems:
+                with self.lock:
+                    self.report.failures += [
+                        f"{outcome.name} ({outcome.node}): {p}" for p in outcome.problems
+                    ]
+
+    def _one_pod(self, outcome: PodOutcome) -> None:
+        pod = copy.deepcopy(self.workload.pod)
+        pod["metadata"]["name"] = outcome.name
+        namespace = pod["metadata"]["namespace"]
+        self.stack.create_pod(pod)
+        try:
+            live = self.stack.wait_running(namespace, outcome.name, RUNNING_TIMEOUT)
+            outcome.node = str(live["spec"]["nodeName"])
+            outcome.ran = True
+            obs = e2e.observe(self.stack, live)
+            outcome.problems += interface_problems(self.stack.on(outcome.node), obs)
+        except ReasonedError as exc:
+            outcome.problems.append(f"{exc.reason}: {exc.message[:500]}")
+        finally:
+            # Deleted as a user would; a deletion that does not complete is this Pod's failure too.
+            e2e.stop_pod(self.stack, pod)
+
+    def _killer(self, kills: Sequence[Kill]) -> None:
+        for kill in kills:
+            while not self.stop.is_set() and self.created < kill.after_pods:
+                self.stop.wait(0.1)
+            if self.stop.is_set():
+                return
+            self.stop.wait(kill.delay_s)
+            node = self.stack.nodes[kill.node]
+            at, pods = self.elapsed(), self.created
+            try:
+                node.kill(kill.kind)
+            except ReasonedError as exc:
+                self.report.failures.append(f"{kill.kind} on {node.node_name} did not come back: {exc}")
+                return
+            line = (
+                f"t={at:6.1f}s kill {kill.kind:<7} on {node.node_name} (after {pods} Pods), "
+                f"serving again in {self.elapsed() - at:.1f}s"
+            )
+            self.say(f"soak: {line}")
+            with self.lock:
+                self.report.kills.append(line)
+                self.report.kills_by_kind[kill.kind] += 1
+
+    # -- the end ----------------------------------------------------------------------------------
+
+    def _end_checks(self) -> list[e2e.Check]:
+        refs = [f"{self.workload.namespace}/{o.name}" for o in self.report.outcomes]
+        checks = []
+        for node in self.stack.nodes:
+            checks += [
+                e2e.Check(f"{node.node_name}: {c.name}", c.status, c.detail)
+                for c in [
+                    *e2e.teardown_checks(node, self.workload, refs),
+                    cdi_check(node),
+                    orphan_check(node),
+                ]
+            ]
+        checks.append(finalizer_check(self.stack, self.workload.namespace))
+        return checks
+
+
+def cdi_check(node: e2e.Stack) -> e2e.Check:
+    left = sorted(p.name for p in (node.run / "cdi").glob("*.json"))
+    return e2e.check("no CDI spec is left", not left, ", ".join(left))
+
+
+def orphan_check(node: e2e.Stack) -> e2e.Check:
+    doc = node.orphan_scan()
+    return e2e.check(
+        "the orphan scan finds no orphan and no shadow",
+        not doc["orphans"] and not doc["shadows"],
+        json.dumps({"orphans": doc["orphans"], "shadows": len(doc["shadows"])}),
+    )
+
+
+def finalizer_check(stack: e2e.Stack, namespace: str) -> e2e.Check:
+    """No NAD in the namespace still carries our protection finalizer (a shadow that lost its
+    binding annotation would hide from Stack.shadows)."""
+    try:
+        nads = stack.list_objects(*e2e.NAD_API, namespace=namespace)
+    except ApiException as exc:
+        return e2e.check("no NAD carries the protection finalizer", False, f"listing failed: {exc.status}")
+    held = [
+        n["metadata"]["name"]
+        for n in nads
+        if keys.PROTECTION_FINALIZER in (n["metadata"].get("finalizers") or [])
+    ]
+    return e2e.check("no NAD carries the protection finalizer", not held, ", ".join(held))
+
+
+def seed_from(value: str | None) -> int:
+    """``SOAK_SEED`` if given, else a fresh one (printed, so any run can be repeated)."""
+    return int(value) if value else random.SystemRandom().randrange(1, 2**31)

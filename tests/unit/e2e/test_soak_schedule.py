@@ -1,0 +1,28 @@
+"""The soak's seeded kill schedule (tests/bed/soak.py): what a seed names must be the same every
+time, cover every kind and both nodes, and leave the end of the run alone."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from tests.bed import soak
+
+
+def test_a_seed_names_one_schedule_and_another_seed_another() -> None:
+    config = soak.Config(seed=7)
+    assert soak.schedule(config) == soak.schedule(soak.Config(seed=7))
+    assert soak.schedule(config) != soak.schedule(soak.Config(seed=8))
+
+
+def test_every_kind_dies_about_equally_often_on_both_nodes_before_the_last_tenth() -> None:
+    config = soak.Config(seed=20, pods=200, kills=15)
+    kills = soak.schedule(config)
+    assert Counter(k.kind for k in kills) == {"driver": 5, "daemon": 5, "kubelet": 5}
+    assert {k.node for k in kills} == {0, 1}
+    assert [k.after_pods for k in kills] == sorted(k.after_pods for k in kills)
+    assert all(1 <= k.after_pods <= 180 and 0.0 <= k.delay_s <= 4.0 for k in kills)
+
+
+def test_a_given_seed_is_kept_and_a_missing_one_is_drawn() -> None:
+    assert soak.seed_from("4242") == 4242
+    assert soak.seed_from(None) > 0 and soak.seed_from("") > 0
