@@ -72,7 +72,7 @@ compat: deps venv tools gen
 	@COMPAT_FULL=1 $(PY) -m pytest tests/compat $(PYTEST_ARGS)
 
 ## Churn soak on two real nodes with seeded kills of the driver, cni-shim-daemon and the kubelet
-## (scripts/soak.py; not part of `make test`). Bounded: SOAK_PODS (200), SOAK_TIME_LIMIT (900 s).
+## (scripts/soak.py; not part of `make test`). Bounded: SOAK_PODS (200), SOAK_KILLS (15), SOAK_TIME_LIMIT (900 s).
 ## SOAK_SEED=<n> repeats a schedule; on a shared machine run it under the bed lock.
 soak: deps venv tools gen
 	@$(PY) scripts/soak.py

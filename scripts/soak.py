@@ -33,6 +33,7 @@ def main() -> int:
         seed=soak.seed_from(os.environ.get("SOAK_SEED")),
         pods=int(os.environ.get("SOAK_PODS", "200")),
         in_flight=int(os.environ.get("SOAK_IN_FLIGHT", "8")),
+        kills=int(os.environ.get("SOAK_KILLS", "15")),
         time_limit_s=float(os.environ.get("SOAK_TIME_LIMIT", "900")),
     )
     tools = ToolSet()

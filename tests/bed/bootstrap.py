@@ -103,7 +103,14 @@ def create_node(api: client.ApiClient, name: str) -> str:
     assert created.metadata is not None
     uid = str(created.metadata.uid)
     core.patch_node_status(name, {"status": node_status(dt.datetime.now(dt.UTC))})
+    remove_taints(api, name)
+    return uid
+
+
+def remove_taints(api: client.ApiClient, name: str) -> None:
+    """The API server's TaintNodesByCondition admission taints a new Node not-ready; the bed runs
+    no node-lifecycle controller to lift it once the node is Ready."""
+    core = client.CoreV1Api(api)
     spec = core.read_node(name).spec
     if spec is not None and spec.taints:
         core.patch_node(name, [{"op": "remove", "path": "/spec/taints"}])
-    return uid

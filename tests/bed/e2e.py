@@ -21,6 +21,7 @@ import copy
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -330,6 +331,17 @@ class Process:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """SIGSTOP for the block, SIGCONT after it (if it still runs): whatever asks it something
+        meanwhile waits, which is how a test holds a caller inside a call without racing it."""
+        self.proc.send_signal(signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            if self.alive():
+                self.proc.send_signal(signal.SIGCONT)
+
     def output(self, tail: int = 4000) -> str:
         return self.log.read_text(errors="replace")[-tail:]
 
@@ -632,6 +644,9 @@ class Stack:
             env=self.delegate_env(),
         )
         self.real_node.start()
+        if self.node_name != self.bed.node_name:
+            # The peer's kubelet registered its Node just now, tainted not-ready at admission.
+            bootstrap.remove_taints(self.api, self.node_name)
 
     def restart_driver(self, extra_env: Mapping[str, str] | None = None) -> None:
         """Stop the driver (if it still runs) and start it again, e.g. with a crash point set
@@ -1041,6 +1056,21 @@ class Stack:
             if link is None or link["address"] != vf.mac:
                 out.append(f"{vf.netdev} ({vf.pci})")
         return out
+
+    def cni_calls_in_flight(self, command: str) -> list[int]:
+        """PIDs of this node's ``cni-shim`` executables running ``command`` (ADD, DEL) now."""
+        shim, wanted = str(self.bin_dir / "cni-shim").encode(), f"CNI_COMMAND={command}".encode()
+        pids = []
+        for proc in Path("/proc").iterdir():
+            # The launcher is a script: the interpreter is argv[0], the shim's path an argument.
+            with contextlib.suppress(OSError):
+                if (
+                    proc.name.isdigit()
+                    and shim in (proc / "cmdline").read_bytes().split(b"\0")
+                    and wanted in (proc / "environ").read_bytes().split(b"\0")
+                ):
+                    pids.append(int(proc.name))
+        return pids
 
     def orphan_scan(self) -> dict[str, Any]:
         """``sriov-dra orphans`` (a dry run) for this node against its driver's checkpoint."""

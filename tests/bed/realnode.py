@@ -557,18 +557,19 @@ class RealNode:
         except FileNotFoundError:
             return 0
 
-    def rpc_calls(self, method: str, driver: str = "sriovnetwork.k8snetworkplumbingwg.io") -> int:
+    def rpc_calls(
+        self, method: str, driver: str = "sriovnetwork.k8snetworkplumbingwg.io", *, started: bool = False
+    ) -> int:
         """How many ``method`` calls (NodePrepareResources, NodeUnprepareResources) the kubelet
-        completed to ``driver``'s plugin, from its own log; counted across kubelet restarts (the
-        log is appended to)."""
+        completed (or, with ``started``, began) to ``driver``'s plugin, from its own log; counted
+        across kubelet restarts (the log is appended to)."""
         try:
             text = self.kubelet_log.read_text(errors="replace")
         except FileNotFoundError:
             return 0
         marker = f'driverName="{driver}"'
-        return sum(
-            1 for line in text.splitlines() if f'"Done calling {method} rpc"' in line and marker in line
-        )
+        needle = f'"Calling {method} rpc"' if started else f'"Done calling {method} rpc"'
+        return sum(1 for line in text.splitlines() if needle in line and marker in line)
 
     # -- kubelet control (lifecycle tests) ---------------------------------------------------
 

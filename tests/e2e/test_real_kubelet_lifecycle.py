@@ -180,33 +180,44 @@ def test_pod_deletion_runs_cni_del_before_unprepare_and_frees_everything(thick_s
 
 def test_force_deleted_pod_is_torn_down_without_freeing_anything_unsafely(thick_stack: e2e.Stack) -> None:
     """A Pod deleted with grace period 0: the API object is gone at once, while the kubelet still
-    holds the sandbox. Nothing may be freed while the Pod's netns still holds a VF; in the end
-    everything is released."""
+    holds the sandbox. Nothing may be freed while the Pod's netns still holds a VF. With the
+    driver held (SIGSTOP) the kubelet's unprepare waits: the orphan scan then reports the Pod's two
+    protected shadows as accounted for by the checkpoint (no orphan, nothing finalized); in the
+    end everything is released."""
     stack = thick_stack
     node = stack.node_runtime
     pairs = e2e.pairs_workload(stack.fake_node, stack.whereabouts_ipam())
     with e2e.applied(stack, pairs) as sources:
         run = e2e.start_pod(stack, pairs, pairs.pod, sources)
         uid = run.pod["metadata"]["uid"]
+        claim = run.observe().claim["metadata"]["uid"]
+        shadows = {s["metadata"]["name"] for s in stack.shadows(pairs.namespace, uid)}
         netns = stack.netns_path(uid)
-        stack.core.delete_namespaced_pod(
-            run.pod["metadata"]["name"], run.pod["metadata"]["namespace"], grace_period_seconds=0
-        )
-        # While an address is still configured on a VF in the Pod's netns, its whereabouts lease
-        # must still be held: freeing it then could hand the same IP to another Pod.
-        networks = e2e.network_names(pairs)
-        deadline = time.monotonic() + e2e.CLEANUP_TIMEOUT
-        while os.path.exists(netns) and time.monotonic() < deadline:
-            try:
-                links = ns_links(netns)
-            except subprocess.CalledProcessError:
-                break  # the netns went away between the check and the read
-            held = [a for name in ("dra0", "dra1") for a in ipv4_addresses(links.get(name, {}))]
-            if held:
-                leases = stack.whereabouts_allocations(networks)
-                assert leases, f"whereabouts freed the leases while {held} are still in the Pod netns"
-            time.sleep(0.05)  # a poll interval, bounded by the deadline above
-        assert not os.path.exists(netns), "the kubelet never tore the force-deleted Pod's sandbox down"
+        assert stack.driver is not None
+        with stack.driver.paused():
+            stack.core.delete_namespaced_pod(
+                run.pod["metadata"]["name"], run.pod["metadata"]["namespace"], grace_period_seconds=0
+            )
+            # While an address is still configured on a VF in the Pod's netns, its whereabouts lease
+            # must still be held: freeing it then could hand the same IP to another Pod.
+            networks = e2e.network_names(pairs)
+            deadline = time.monotonic() + e2e.CLEANUP_TIMEOUT
+            while os.path.exists(netns) and time.monotonic() < deadline:
+                try:
+                    links = ns_links(netns)
+                except subprocess.CalledProcessError:
+                    break  # the netns went away between the check and the read
+                held = [a for name in ("dra0", "dra1") for a in ipv4_addresses(links.get(name, {}))]
+                if held:
+                    leases = stack.whereabouts_allocations(networks)
+                    assert leases, f"whereabouts freed the leases while {held} are still in the Pod netns"
+                time.sleep(0.05)  # a poll interval, bounded by the deadline above
+            assert not os.path.exists(netns), "the kubelet never tore the force-deleted Pod's sandbox down"
+            scan = stack.orphan_scan()
+            reported = {s["name"]: s for s in scan["shadows"]}
+            assert scan["orphans"] == [] and set(reported) == shadows, scan
+            assert all(s["protected"] and s["status"] != "Orphan" for s in reported.values()), scan
+            assert set(stack.checkpoint_claims()) == {claim}, "the checkpoint let go before unprepare"
         refs = e2e.stop_pod(stack, pairs.pod)
         checks = e2e.teardown_checks(stack, pairs, refs)
         assert all(c.status == e2e.PASS for c in checks), e2e.render_checks(checks)
@@ -299,3 +310,72 @@ def test_namespace_deletion_with_a_running_managed_pod_completes_cleanup(thick_s
     finally:
         e2e.remove_workload(stack, pairs)
         stack.bed.create_namespace(pairs.namespace, exist_ok=True)
+
+
+def _converged_with_exactly_two_shadows(stack: e2e.Stack, pairs: e2e.Workload) -> e2e.Observed:
+    run = e2e.Running(
+        stack, pairs, stack.wait_running(pairs.namespace, pairs.pod["metadata"]["name"]), {}, 0, 0
+    )
+    obs = run.observe()
+    for result in (e2e.check_shadows(obs, 2), e2e.check_addresses(stack, obs), e2e.check_device_status(obs)):
+        assert result.status == e2e.PASS, result
+    assert len(stack.shadows(pairs.namespace)) == 2
+    return obs
+
+
+def test_cni_daemon_killed_during_a_pods_add_converges_on_the_kubelets_retry(thick_stack: e2e.Stack) -> None:
+    """cni-shim-daemon dies while the Pod's CNI ADD waits on it (held there by SIGSTOP, then
+    SIGKILL): the sandbox fails, the kubelet makes another one from its prepared-claim cache (no
+    second NodePrepareResources) against the restarted daemon; exactly two shadows, and deleting
+    the Pod leaves nothing."""
+    stack = thick_stack
+    pairs = e2e.pairs_workload(stack.fake_node, stack.whereabouts_ipam())
+    with e2e.applied(stack, pairs):
+        prepares = stack.prepare_calls()
+        assert stack.daemon is not None
+        try:
+            with stack.daemon.paused():
+                stack.create_pod(pairs.pod)
+                wait_for(
+                    lambda: stack.cni_calls_in_flight("ADD"), 90, what="the Pod's ADD waiting on the daemon"
+                )
+                stack.kill("daemon")
+            _converged_with_exactly_two_shadows(stack, pairs)
+            assert stack.prepare_calls() == prepares + 1
+        finally:
+            refs = e2e.stop_pod(stack, pairs.pod)
+        checks = e2e.teardown_checks(stack, pairs, refs)
+        assert all(c.status == e2e.PASS for c in checks), e2e.render_checks(checks)
+
+
+def test_kubelet_killed_during_prepare_converges_after_its_restart(thick_stack: e2e.Stack) -> None:
+    """The kubelet dies inside NodePrepareResources (the driver held in the call by SIGSTOP): the
+    driver finishes the prepare for a kubelet that is gone; the restarted kubelet prepares again
+    and gets the same answer from the checkpoint, so the Pod runs with exactly two shadows."""
+    stack = thick_stack
+    node = stack.node_runtime
+    pairs = e2e.pairs_workload(stack.fake_node, stack.whereabouts_ipam())
+    with e2e.applied(stack, pairs):
+        started = node.rpc_calls("NodePrepareResources", started=True)
+        prepares = stack.prepare_calls()
+        assert stack.driver is not None
+        try:
+            with stack.driver.paused():
+                stack.create_pod(pairs.pod)
+                wait_for(
+                    lambda: node.rpc_calls("NodePrepareResources", started=True) > started,
+                    90,
+                    what="the kubelet inside NodePrepareResources",
+                )
+                node.stop_kubelet(kill=True)
+            node.start_kubelet()
+            stack.publish_gpus()  # the kubelet's start deleted the stand-in GPU slices
+            obs = _converged_with_exactly_two_shadows(stack, pairs)
+            assert stack.prepare_calls() > prepares, "the restarted kubelet never prepared the claim"
+            assert set(stack.checkpoint_claims()) == {obs.claim["metadata"]["uid"]}
+        finally:
+            if not node.kubelet_alive():
+                node.start_kubelet()
+            refs = e2e.stop_pod(stack, pairs.pod)
+        checks = e2e.teardown_checks(stack, pairs, refs)
+        assert all(c.status == e2e.PASS for c in checks), e2e.render_checks(checks)
