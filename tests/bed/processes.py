@@ -64,6 +64,8 @@ def _die_with_parent() -> None:
     # Children of a pytest session must not outlive it if it is SIGKILLed; detached beds
     # (scripts/testbed up) skip this because their parent exits right after start-up. SIGKILL, not
     # SIGTERM: etcd and kube-apiserver terminated together wait on each other's graceful shutdown.
+    # The "parent" is the thread that forked: start long-lived children from the main thread only
+    # (the soak's restarts died with the worker thread that made them).
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 

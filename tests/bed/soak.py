@@ -153,16 +153,18 @@ class Soak:
         )
         with e2e.applied(self.stack, self.workload):
             self.started = time.monotonic()
-            killer = threading.Thread(target=self._killer, args=(kills,), name="soak-killer")
+            # Daemon threads: an interrupted soak must not wait for their Pods before tearing down.
             workers = [
-                threading.Thread(target=self._worker, name=f"soak-{i}") for i in range(self.config.in_flight)
+                threading.Thread(target=self._worker, name=f"soak-{i}", daemon=True)
+                for i in range(self.config.in_flight)
             ]
-            for thread in [killer, *workers]:
-                thread.start()
             for thread in workers:
-                thread.join()
-            self.stop.set()
-            killer.join()
+                thread.start()
+            threading.Thread(target=self._stop_after, args=(workers,), daemon=True).start()
+            # The kills run on the main thread: a process started with PR_SET_PDEATHSIG dies with the
+            # *thread* that started it, so a restarted kubelet or daemon would die with a killer thread.
+            self._killer(kills)
+            self.stop.wait()
             self.report.churn_s = self.elapsed()
             self.report.end_checks = self._end_checks()
         return self.report
@@ -213,6 +215,11 @@ class Soak:
         finally:
             # Deleted as a user would; a deletion that does not complete is this Pod's failure too.
             e2e.stop_pod(self.stack, pod)
+
+    def _stop_after(self, workers: Sequence[threading.Thread]) -> None:
+        for thread in workers:
+            thread.join()
+        self.stop.set()
 
     def _killer(self, kills: Sequence[Kill]) -> None:
         for kill in kills:
