@@ -319,13 +319,12 @@ class Process:
         with log.open("ab") as out:
             # Like the bed's own processes: an interrupted demo or test session leaves none behind.
             self.proc = subprocess.Popen(
-                list(argv),
+                processes.dying_with_parent(argv),
                 env=dict(env),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 cwd=REPO,
-                preexec_fn=processes._die_with_parent,  # noqa: PLW1509 - prctl only, no locks taken
             )
 
     def alive(self) -> bool:

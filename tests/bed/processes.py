@@ -7,18 +7,15 @@ never mistaken for (and never killed as) one of ours.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-_PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -60,14 +57,18 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _die_with_parent() -> None:
-    # Children of a pytest session must not outlive it if it is SIGKILLed; detached beds
-    # (scripts/testbed up) skip this because their parent exits right after start-up. SIGKILL, not
-    # SIGTERM: etcd and kube-apiserver terminated together wait on each other's graceful shutdown.
-    # The "parent" is the thread that forked: start long-lived children from the main thread only
-    # (the soak's restarts died with the worker thread that made them).
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+def dying_with_parent(argv: Sequence[str]) -> list[str]:
+    """``argv`` started so that it gets SIGKILL when the thread that started it ends.
+
+    Children of a pytest session must not outlive it if it is SIGKILLed; detached beds
+    (scripts/testbed up) skip this because their parent exits right after start-up. SIGKILL, not
+    SIGTERM: etcd and kube-apiserver terminated together wait on each other's graceful shutdown.
+    setpriv sets PR_SET_PDEATHSIG and execs ``argv`` (same pid), instead of a ``preexec_fn``:
+    Python code between fork and exec is not safe in a threaded parent (the soak's restarts died
+    there in gRPC's fork handler, the bed's gRPC plugins run threads). The "parent" is the thread
+    that forked: start long-lived children from the main thread only.
+    """
+    return ["setpriv", "--pdeathsig", "KILL", "--", *argv]
 
 
 def launch(
@@ -80,17 +81,15 @@ def launch(
     env: Mapping[str, str] | None = None,
 ) -> tuple[subprocess.Popen[bytes], ProcessRecord]:
     log.parent.mkdir(parents=True, exist_ok=True)
-    preexec: Callable[[], None] | None = _die_with_parent if die_with_parent else None
     with log.open("ab") as out:
         proc = subprocess.Popen(
-            list(argv),
+            dying_with_parent(argv) if die_with_parent else list(argv),
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=cwd,
             env=None if env is None else dict(env),
             start_new_session=True,
-            preexec_fn=preexec,  # noqa: PLW1509 - prctl only, no locks taken
         )
     ticks = start_ticks(proc.pid)
     if ticks is None:
