@@ -22,6 +22,17 @@ class LinkOpError(Exception):
     """A netlink operation failed; the text reads like the Go netlink library's."""
 
 
+def _in_netns(netns: str) -> IPRoute:
+    """A netlink socket inside the netns at ``netns``; FileNotFoundError when it is gone.
+
+    flags=0: pyroute2's default (O_CREAT) makes a new netns at a path that is gone, after
+    bind-mounting its directory onto itself, which hides every other netns mounted there (the
+    runtime's then cannot be removed, EBUSY, and their Pods never finish terminating). The soak
+    met it when a sandbox was torn down while its ADD was still running.
+    """
+    return IPRoute(netns=netns, flags=0)
+
+
 def _find(ipr: Any, name: str) -> Any | None:
     found = ipr.link_lookup(ifname=name)
     return ipr.get_links(found[0])[0] if found else None
@@ -36,7 +47,7 @@ class Netlink:
             return None if link is None else LinkState(link.get("address"), link.get("mtu"))
 
     def has_link(self, netns: str, name: str) -> bool:
-        with IPRoute(netns=netns) as ipr:
+        with _in_netns(netns) as ipr:
             return _find(ipr, name) is not None
 
     def attach(self, host_name: str, netns: str, ifname: str, mac: str, up: bool) -> LinkState:
@@ -51,7 +62,7 @@ class Netlink:
                 host.link("set", index=link["index"], net_ns_fd=fd)
             finally:
                 os.close(fd)
-        with IPRoute(netns=netns) as ipr:
+        with _in_netns(netns) as ipr:
             index = ipr.link_lookup(ifname=host_name)[0]
             try:
                 ipr.link("set", index=index, ifname=ifname)
@@ -70,7 +81,7 @@ class Netlink:
     def configure_ips(
         self, netns: str, ifname: str, ips: Sequence[Mapping[str, Any]], routes: Sequence[Mapping[str, Any]]
     ) -> None:
-        with IPRoute(netns=netns) as ipr:
+        with _in_netns(netns) as ipr:
             index = ipr.link_lookup(ifname=ifname)[0]
             gateways: dict[int, str] = {}
             for ip in ips:
@@ -94,8 +105,13 @@ class Netlink:
                     raise LinkOpError(f"failed to add route {route}: {exc}") from None
 
     def release(self, netns: str, ifname: str, host_name: str, mac: str, mtu: int) -> bool:
-        """Return ``ifname`` to the host as ``host_name`` with its MAC and MTU; False if absent."""
-        with IPRoute(netns=netns) as ipr:
+        """Return ``ifname`` to the host as ``host_name`` with its MAC and MTU; False if absent
+        (also when the netns itself is gone: the VF went back to the host with it)."""
+        try:
+            ipr = _in_netns(netns)
+        except FileNotFoundError:
+            return False
+        with ipr:
             link = _find(ipr, ifname)
             if link is None:
                 return False
