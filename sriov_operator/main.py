@@ -7,6 +7,7 @@ import logging
 import signal
 import sys
 import threading
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -14,7 +15,7 @@ import click
 
 from sriov_contract.errors import ReasonedError
 from sriov_operator.app.inspect import inspect, render
-from sriov_operator.app.wiring import Config, api_client, run
+from sriov_operator.app.wiring import Config, api_client, run, run_node_state
 from sriov_operator.kube.api import OperatorApi
 
 
@@ -58,13 +59,7 @@ def cli(ctx: click.Context, /, **opts: Any) -> None:
     # The client logs every request body at DEBUG; ours are the interesting lines.
     logging.getLogger("urllib3").setLevel(logging.INFO)
     logging.getLogger("kubernetes").setLevel(logging.INFO)
-    stop = threading.Event()
-
-    def on_signal(_sig: int, _frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = _stop_on_signal()
     try:
         run(cfg, stop)
     except ReasonedError as exc:
@@ -84,6 +79,35 @@ def inspect_command(cfg: Config, as_json: bool) -> None:
         click.echo(f"sriov-operator inspect: {exc.reason}: {exc.message}", err=True)
         sys.exit(1)
     click.echo(json.dumps(rows, indent=2) if as_json else render(rows))
+
+
+@cli.command("node-state")
+@click.option("--node-name", envvar="NODE_NAME", required=True, help="the Node this process runs on")
+@click.option("--sysfs-root", envvar="SYSFS_ROOT", default="/sys", type=click.Path(path_type=Path))
+@click.option("--interval", "interval_s", default=30.0, type=float, help="seconds between sysfs reads")
+@click.option("--once", is_flag=True, help="report once and exit (status 1 if it failed)")
+@click.pass_obj
+def node_state_command(cfg: Config, node_name: str, sysfs_root: Path, interval_s: float, once: bool) -> None:
+    """Write this node's SR-IOV inventory (sysfs) as SriovNetworkNodeState/<node>.status."""
+    if interval_s <= 0:
+        raise click.UsageError("--interval must be positive")
+    try:
+        ok = run_node_state(cfg, node_name, sysfs_root, interval_s, once=once, stop=_stop_on_signal())
+    except ReasonedError as exc:
+        click.echo(f"sriov-operator node-state: {exc.reason}: {exc.message}", err=True)
+        sys.exit(1)
+    sys.exit(0 if ok else 1)
+
+
+def _stop_on_signal() -> threading.Event:
+    stop = threading.Event()
+
+    def on_signal(_sig: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    return stop
 
 
 def main() -> None:

@@ -45,6 +45,7 @@ NAMESPACE_NOT_FOUND: Final = "NamespaceNotFound"
 # Process-level failures (CLI, configuration, API access).
 INVALID_CONFIGURATION: Final = "InvalidOperatorConfiguration"
 API_REQUEST_FAILED: Final = "ApiRequestFailed"
+NODE_INVENTORY_UNREADABLE: Final = "NodeInventoryUnreadable"
 
 
 class OperatorError(ReasonedError):

@@ -6,6 +6,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from kubernetes import client
@@ -13,9 +14,11 @@ from kubernetes import config as kube_config
 
 from sriov_operator.controllers.network import NetworkController
 from sriov_operator.controllers.nodepolicy import NadFilter, NodePolicyController
+from sriov_operator.controllers.nodestate import NodeStateReporter
 from sriov_operator.controllers.worker import Worker
 from sriov_operator.kube import watches
 from sriov_operator.kube.api import OperatorApi
+from sriov_operator.node.sysfs import read_pfs
 from sriov_operator.reasons import INVALID_CONFIGURATION, OperatorError
 
 log = logging.getLogger(__name__)
@@ -137,3 +140,25 @@ def run(cfg: Config, stop: threading.Event) -> None:
     for t in threads:
         t.join(timeout=5)
     api.close()  # type: ignore[no-untyped-call]
+
+
+def run_node_state(
+    cfg: Config, node_name: str, sysfs_root: Path, interval_s: float, *, once: bool, stop: threading.Event
+) -> bool:
+    """Report this node's inventory: one pass (`once`, returns whether it succeeded) or a poll
+    every `interval_s` until `stop`."""
+    api = api_client(cfg.kubeconfig)
+    reporter = NodeStateReporter(
+        OperatorApi(api),
+        namespace=cfg.namespace,
+        node_name=node_name,
+        read_inventory=lambda: read_pfs(sysfs_root),
+    )
+    try:
+        if once:
+            return reporter.reconcile()
+        log.info("sriov-operator node-state running for node %s (sysfs %s)", node_name, sysfs_root)
+        Worker("node-state", reporter.reconcile, interval_s).run(stop)
+        return True
+    finally:
+        api.close()  # type: ignore[no-untyped-call]

@@ -108,6 +108,35 @@ class OperatorApi:
         )
         return _by_name(_items(listing))
 
+    def get_node_state(self, namespace: str, name: str) -> dict[str, Any] | None:
+        fn = self.objs.get_namespaced_custom_object
+        what = f"GET SriovNetworkNodeState {namespace}/{name}"
+        return _object(_call(what, fn, GROUP, VERSION, namespace, NODE_STATES, name, missing_ok=True))
+
+    def create_node_state(self, namespace: str, name: str) -> None:
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "SriovNetworkNodeState",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {},
+        }
+        fn = self.objs.create_namespaced_custom_object
+        _call(
+            f"CREATE SriovNetworkNodeState {namespace}/{name}",
+            fn,
+            GROUP,
+            VERSION,
+            namespace,
+            NODE_STATES,
+            body,
+        )
+
+    def patch_node_state_status(self, namespace: str, name: str, body: Mapping[str, Any]) -> None:
+        """A merge patch of the whole reported inventory: `interfaces` is replaced as one list."""
+        fn = self.objs.patch_namespaced_custom_object_status
+        what = f"PATCH SriovNetworkNodeState {namespace}/{name} status"
+        _call(what, fn, GROUP, VERSION, namespace, NODE_STATES, name, dict(body))
+
     def list_networks(self) -> list[dict[str, Any]]:
         fn = self.objs.list_cluster_custom_object
         return _items(_call("LIST SriovNetworks (all namespaces)", fn, GROUP, VERSION, NETWORKS))

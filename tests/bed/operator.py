@@ -13,7 +13,7 @@ import os
 import secrets
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from tests.bed import processes
 from tests.bed.bed import TestBed
 from tests.bed.waiting import wait_for
 from tests.support.deploy import (
+    NODE_STATE_SA,
     OPERATOR_DIR,
     OPERATOR_NAMESPACE,
     OPERATOR_SA,
@@ -37,9 +38,15 @@ DRIVER_GROUP, DRIVER_VERSION = "sriovnetwork.k8snetworkplumbingwg.io", "v1alpha1
 REPO = Path(__file__).resolve().parents[2]
 
 
-def shipped_rbac(namespace: str, suffix: str) -> list[dict[str, Any]]:
+RBAC_KINDS = ("ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
+
+
+def shipped_rbac(namespace: str, suffix: str, manifest: str = "rbac.yaml") -> list[dict[str, Any]]:
+    """The RBAC objects of one deploy/operator/ manifest, moved into `namespace`."""
     out = []
-    for shipped in load_documents(OPERATOR_DIR / "rbac.yaml"):
+    for shipped in load_documents(OPERATOR_DIR / manifest):
+        if shipped["kind"] not in RBAC_KINDS:
+            continue
         doc = copy.deepcopy(shipped)
         md = doc["metadata"]
         if md.get("namespace") == OPERATOR_NAMESPACE:
@@ -54,30 +61,58 @@ def shipped_rbac(namespace: str, suffix: str) -> list[dict[str, Any]]:
     return out
 
 
-def issue_operator_identity(testbed: TestBed, namespace: str) -> str:
-    """An identity authenticating as the operator's ServiceAccount in `namespace`, bound only by
-    the shipped rbac.yaml; returns its name."""
+def _issue(
+    testbed: TestBed, namespace: str, account: str, manifest: str, authorized: Callable[[Any], object]
+) -> str:
+    """An identity authenticating as ServiceAccount `account` in `namespace`, bound only by the
+    RBAC of the shipped `manifest`; waits until `authorized(custom objects API)` passes."""
     suffix = secrets.token_hex(3)
-    identity = f"sriov-operator-{suffix}"
-    user, groups = service_account_user(namespace, OPERATOR_SA)
+    identity = f"{account}-{suffix}"
+    user, groups = service_account_user(namespace, account)
     testbed.issue_identity(identity, user, groups)
-    testbed.apply(shipped_rbac(namespace, suffix))
+    testbed.apply(shipped_rbac(namespace, suffix, manifest))
     api = testbed.client_for(identity)
     try:
+        objs = client.CustomObjectsApi(api)
         wait_for(
-            lambda: (
-                client.CustomObjectsApi(api).list_namespaced_custom_object(
-                    DRIVER_GROUP, DRIVER_VERSION, namespace, "deviceattributes"
-                )
-                and client.CustomObjectsApi(api).list_cluster_custom_object(GROUP, VERSION, "sriovnetworks")
-            ),
+            lambda: authorized(objs),
             30,
-            what="the shipped operator RBAC to take effect",
+            what=f"the shipped {manifest} to take effect",
             ignore=(ApiException,),
         )
     finally:
         api.close()
     return identity
+
+
+def issue_operator_identity(testbed: TestBed, namespace: str) -> str:
+    """The operator's identity, bound only by the shipped rbac.yaml."""
+    return _issue(
+        testbed,
+        namespace,
+        OPERATOR_SA,
+        "rbac.yaml",
+        lambda objs: (
+            objs.list_namespaced_custom_object(DRIVER_GROUP, DRIVER_VERSION, namespace, "deviceattributes")
+            and objs.list_cluster_custom_object(GROUP, VERSION, "sriovnetworks")
+        ),
+    )
+
+
+def issue_node_state_identity(testbed: TestBed, namespace: str) -> str:
+    """The node-state reporter's identity, bound only by the shipped node-state.yaml."""
+
+    def may_read(objs: Any) -> bool:
+        try:
+            objs.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, "sriovnetworknodestates", "rbac-probe"
+            )
+        except ApiException as exc:
+            if exc.status != 404:  # 403 until the RoleBinding takes effect
+                raise
+        return True
+
+    return _issue(testbed, namespace, NODE_STATE_SA, "node-state.yaml", may_read)
 
 
 class Operator:

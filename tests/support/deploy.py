@@ -31,6 +31,7 @@ DEPLOY_DIR = REPO_ROOT / "deploy"
 OPERATOR_DIR = DEPLOY_DIR / "operator"
 OPERATOR_NAMESPACE = "sriov-network-operator"
 OPERATOR_SA = "sriov-network-operator"
+NODE_STATE_SA = "sriov-network-config-daemon"
 EXAMPLES_DIR = REPO_ROOT / "docs" / "examples"
 DRIVER_NAMESPACE = "dra-driver-sriov"
 CNI_NAMESPACE = "cni-shim"
@@ -108,6 +109,12 @@ OPERATOR_NEEDS: frozenset[Permission] = frozenset(
     | _each(
         "get list watch create update delete", POLICY, "sriovresourcepolicies", namespace=OPERATOR_NAMESPACE
     )
+)
+
+# The node-state reporter (deploy/operator/node-state.yaml): its own node state only, nothing else.
+NODE_STATE_NEEDS: frozenset[Permission] = frozenset(
+    _each("get create", OPERATOR, "sriovnetworknodestates", namespace=OPERATOR_NAMESPACE)
+    | _each("patch", OPERATOR, "sriovnetworknodestates", "status", namespace=OPERATOR_NAMESPACE)
 )
 
 CNI_NEEDS: frozenset[Permission] = frozenset(

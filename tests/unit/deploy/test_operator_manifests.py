@@ -11,6 +11,8 @@ from tests.support.deploy import (
     DEPLOY_DIR,
     DRIVER_NAMESPACE,
     DRIVER_SA,
+    NODE_STATE_NEEDS,
+    NODE_STATE_SA,
     OPERATOR_DIR,
     OPERATOR_NAMESPACE,
     OPERATOR_NEEDS,
@@ -35,6 +37,14 @@ def test_the_overlay_lists_every_file_and_includes_the_base() -> None:
 
 def test_the_operator_is_granted_exactly_what_it_uses() -> None:
     assert granted(operator_objects(), OPERATOR_NAMESPACE, OPERATOR_SA) == OPERATOR_NEEDS
+
+
+def test_the_node_state_reporter_may_write_node_states_only() -> None:
+    assert granted(operator_objects(), OPERATOR_NAMESPACE, NODE_STATE_SA) == NODE_STATE_NEEDS
+    (daemonset,) = [o for o in operator_objects() if o["kind"] == "DaemonSet"]
+    spec = daemonset["spec"]["template"]["spec"]
+    assert spec["serviceAccountName"] == NODE_STATE_SA
+    assert spec["containers"][0]["command"] == ["sriov-operator", "node-state"]
 
 
 def test_the_driver_reads_policies_in_the_operator_namespace_and_no_operator_api() -> None:
