@@ -9,6 +9,7 @@ resync so that a missing watch cannot be hidden by periodic passes.
 from __future__ import annotations
 
 import copy
+import json
 import os
 import secrets
 import subprocess
@@ -19,9 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client
+from kubernetes import config as kube_config
 from kubernetes.client.exceptions import ApiException
 
 from tests.bed import processes
+from tests.bed.apiobjects import present
 from tests.bed.bed import TestBed
 from tests.bed.waiting import wait_for
 from tests.support.deploy import (
@@ -61,17 +64,10 @@ def shipped_rbac(namespace: str, suffix: str, manifest: str = "rbac.yaml") -> li
     return out
 
 
-def _issue(
-    testbed: TestBed, namespace: str, account: str, manifest: str, authorized: Callable[[Any], object]
-) -> str:
-    """An identity authenticating as ServiceAccount `account` in `namespace`, bound only by the
-    RBAC of the shipped `manifest`; waits until `authorized(custom objects API)` passes."""
-    suffix = secrets.token_hex(3)
-    identity = f"{account}-{suffix}"
-    user, groups = service_account_user(namespace, account)
-    testbed.issue_identity(identity, user, groups)
-    testbed.apply(shipped_rbac(namespace, suffix, manifest))
-    api = testbed.client_for(identity)
+Probe = Callable[[Any], object]
+
+
+def _await_authorized(api: client.ApiClient, authorized: Probe, manifest: str) -> None:
     try:
         objs = client.CustomObjectsApi(api)
         wait_for(
@@ -82,26 +78,51 @@ def _issue(
         )
     finally:
         api.close()
+
+
+def _issue(testbed: TestBed, namespace: str, account: str, manifest: str, authorized: Probe) -> str:
+    """A client-certificate identity authenticating as ServiceAccount `account` in `namespace`,
+    bound only by the RBAC of the shipped `manifest`; returns its name."""
+    suffix = secrets.token_hex(3)
+    identity = f"{account}-{suffix}"
+    user, groups = service_account_user(namespace, account)
+    testbed.issue_identity(identity, user, groups)
+    testbed.apply(shipped_rbac(namespace, suffix, manifest))
+    _await_authorized(testbed.client_for(identity), authorized, manifest)
     return identity
 
 
-def issue_operator_identity(testbed: TestBed, namespace: str) -> str:
-    """The operator's identity, bound only by the shipped rbac.yaml."""
-    return _issue(
-        testbed,
-        namespace,
-        OPERATOR_SA,
-        "rbac.yaml",
-        lambda objs: (
-            objs.list_namespaced_custom_object(DRIVER_GROUP, DRIVER_VERSION, namespace, "deviceattributes")
-            and objs.list_cluster_custom_object(GROUP, VERSION, "sriovnetworks")
-        ),
+def token_kubeconfig(
+    testbed: TestBed, namespace: str, account: str, manifest: str, authorized: Probe, path: Path
+) -> Path:
+    """Like `_issue`, with a ServiceAccount token written as a kubeconfig at `path`: for namespaces
+    whose ServiceAccount user name exceeds a certificate CN's 64 characters (the installed
+    `sriov-network-operator` one does)."""
+    testbed.apply(shipped_rbac(namespace, secrets.token_hex(3), manifest))
+    core = client.CoreV1Api(testbed.api_client)
+    request = client.AuthenticationV1TokenRequest.model_validate({"spec": {"expirationSeconds": 3600}})
+    answer = wait_for(
+        lambda: core.create_namespaced_service_account_token(account, namespace, request),
+        30,
+        what=f"a token for ServiceAccount {namespace}/{account}",
+        ignore=(ApiException,),
+    )
+    config = json.loads(testbed.kubeconfig_for("admin").read_text())
+    for user in config["users"]:
+        user["user"] = {"token": present(answer.status, "status of the TokenRequest").token}
+    path.write_text(json.dumps(config))
+    _await_authorized(kube_config.new_client_from_config(config_file=str(path)), authorized, manifest)
+    return path
+
+
+def operator_probe(namespace: str) -> Probe:
+    return lambda objs: (
+        objs.list_namespaced_custom_object(DRIVER_GROUP, DRIVER_VERSION, namespace, "deviceattributes")
+        and objs.list_cluster_custom_object(GROUP, VERSION, "sriovnetworks")
     )
 
 
-def issue_node_state_identity(testbed: TestBed, namespace: str) -> str:
-    """The node-state reporter's identity, bound only by the shipped node-state.yaml."""
-
+def node_state_probe(namespace: str) -> Probe:
     def may_read(objs: Any) -> bool:
         try:
             objs.get_namespaced_custom_object(
@@ -112,7 +133,17 @@ def issue_node_state_identity(testbed: TestBed, namespace: str) -> str:
                 raise
         return True
 
-    return _issue(testbed, namespace, NODE_STATE_SA, "node-state.yaml", may_read)
+    return may_read
+
+
+def issue_operator_identity(testbed: TestBed, namespace: str) -> str:
+    """The operator's identity, bound only by the shipped rbac.yaml."""
+    return _issue(testbed, namespace, OPERATOR_SA, "rbac.yaml", operator_probe(namespace))
+
+
+def issue_node_state_identity(testbed: TestBed, namespace: str) -> str:
+    """The node-state reporter's identity, bound only by the shipped node-state.yaml."""
+    return _issue(testbed, namespace, NODE_STATE_SA, "node-state.yaml", node_state_probe(namespace))
 
 
 class Operator:

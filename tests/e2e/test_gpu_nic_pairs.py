@@ -120,3 +120,9 @@ def test_make_demo_entry_point_in_thin_mode_reports_json_and_exit_status(tool_di
     # the demo checked what its stopped stack left, and found nothing
     assert [c["name"] for c in report["after_stop"]] == [e2e.STACK_DOWN_CHECK], out.stdout
     assert {r["interface"] for r in report["rows"]} == {"dra0", "dra1"}
+    # the second scenario, spec 14.3 through sriov-operator, on the same stack
+    rails = report["operator_rails"]
+    rail_checks = [*rails["checks"], *rails["after_teardown"]]
+    assert rails["ok"] and rails["scenario"] == "operator-rails", json.dumps(rails, indent=2)
+    assert [c["name"] for c in rail_checks if c["status"] != e2e.PASS] == [e2e.CNI_MODE_CHECK]
+    assert {r["source_nad"] for r in rails["rows"]} == {"ai-workloads/rail-a-net", "ai-workloads/rail-b-net"}
