@@ -102,6 +102,7 @@ def run(cfg: Config, stop: threading.Event) -> None:
             "SriovOperatorConfig",
             "DeviceAttributes",
             "SriovResourcePolicy",
+            "DeviceClass",
             "Node",
         ):
             routes.setdefault(kind, []).append((w, every))

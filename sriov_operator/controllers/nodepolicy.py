@@ -17,6 +17,7 @@ from sriov_contract.keys import MANAGED_BY_LABEL
 from sriov_operator.controllers.events import report
 from sriov_operator.controllers.ports import PolicyCluster
 from sriov_operator.core.attributes import NetworkRef
+from sriov_operator.core.deviceclasses import add_device_classes
 from sriov_operator.core.keys import DRA_READY, OWNER_REF_ANNOTATION, POLICIES
 from sriov_operator.core.plan import Plan, Snapshot, Write, build_plan, condition_of
 from sriov_operator.core.render import target_of
@@ -114,6 +115,7 @@ class NodePolicyController:
             node_states=c.list_node_states(self._ns),
             attributes=c.list_generated("DeviceAttributes", self._policy_ns),
             resource_policies=c.list_generated("SriovResourcePolicy", self._policy_ns),
+            device_classes=c.list_generated("DeviceClass", self._policy_ns),
         )
 
     def reconcile(self) -> bool:
@@ -124,6 +126,7 @@ class NodePolicyController:
             return resolve(ref, reader, operator_namespace=self._ns)
 
         plan = build_plan(snap, resolver)
+        add_device_classes(plan, snap)
         self.nad_filter.referenced = set(reader.nads)
         for warning in plan.warnings:
             log.warning("%s", warning)

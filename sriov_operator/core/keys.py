@@ -27,6 +27,9 @@ DRIVER_GROUP: Final = DRIVER_DOMAIN
 DRIVER_VERSION: Final = "v1alpha1"
 DEVICE_ATTRIBUTES: Final = "deviceattributes"
 RESOURCE_POLICIES: Final = "sriovresourcepolicies"
+DEVICE_CLASS_GROUP: Final = "resource.k8s.io"
+DEVICE_CLASS_VERSION: Final = "v1"
+DEVICE_CLASSES: Final = "deviceclasses"
 NAD_GROUP: Final = "k8s.cni.cncf.io"
 NADS: Final = "network-attachment-definitions"
 
@@ -36,6 +39,7 @@ GENERATED_BY_VALUE: Final = "sriov-network-operator"
 RESOURCE_POOL_LABEL: Final = f"{GROUP}/resource-pool"
 NODE_LABEL: Final = f"{GROUP}/node"
 NODE_POLICY_UID_LABEL: Final = f"{GROUP}/node-policy-uid"
+RESOURCE_NAME_LABEL: Final = f"{GROUP}/resource-name"
 HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
 
 OWNER_REF_ANNOTATION: Final = f"{GROUP}/owner-ref"

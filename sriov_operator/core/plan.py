@@ -55,7 +55,7 @@ from sriov_operator.reasons import (
     OperatorError,
 )
 
-Kind = Literal["DeviceAttributes", "SriovResourcePolicy"]
+Kind = Literal["DeviceAttributes", "SriovResourcePolicy", "DeviceClass"]
 Resolver = Callable[[NetworkRef], SourceNad]
 
 
@@ -74,6 +74,8 @@ class Snapshot:
     # labelled ones: an unlabelled object of a desired name must be seen to be left alone).
     attributes: Mapping[str, Mapping[str, Any]]
     resource_policies: Mapping[str, Mapping[str, Any]]
+    # Every DeviceClass of the cluster, by name (sriov_operator.core.deviceclasses).
+    device_classes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, eq=False)  # identity: the controller maps each failed write to its error
@@ -304,7 +306,7 @@ def _node_problems(
     return [], True
 
 
-def _differs(existing: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
+def differs(existing: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
     md, want = _md(existing), desired["metadata"]
     labels = md.get("labels") or {}
     if any(labels.get(k) != v for k, v in want["labels"].items()) or (
@@ -315,7 +317,7 @@ def _differs(existing: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
     return bool(controllers != want["ownerReferences"] or existing.get("spec") != desired["spec"])
 
 
-def _update_body(existing: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[str, Any]:
+def update_body(existing: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(dict(existing))
     md = out.setdefault("metadata", {})
     labels = {
@@ -351,11 +353,11 @@ def _sync(
                 f"(label {GENERATED_BY_LABEL}={GENERATED_BY_VALUE} and SriovOperatorConfig owner); "
                 "delete or rename it so the operator can create its own",
             )
-    elif _differs(existing, desired):
-        plan.writes.append(Write("update", kind, name, _update_body(existing, desired), policies=dependents))
+    elif differs(existing, desired):
+        plan.writes.append(Write("update", kind, name, update_body(existing, desired), policies=dependents))
 
 
-def _delete(plan: Plan, kind: Kind, obj: Mapping[str, Any], dependents: frozenset[str] = frozenset()) -> None:
+def delete(plan: Plan, kind: Kind, obj: Mapping[str, Any], dependents: frozenset[str] = frozenset()) -> None:
     md = _md(obj)
     plan.writes.append(
         Write("delete", kind, str(md.get("name")), uid=str(md.get("uid", "")), policies=dependents)
@@ -409,7 +411,7 @@ def build_plan(snap: Snapshot, resolver: Resolver) -> Plan:
             existing = snap.attributes.get(name)
             if entry.managed and entry.attributes is None and existing is not None:
                 if is_ours(existing, config):
-                    _delete(plan, "DeviceAttributes", existing, frozenset({entry.uid}))
+                    delete(plan, "DeviceAttributes", existing, frozenset({entry.uid}))
                 else:
                     plan.add(
                         entry.uid,
@@ -455,10 +457,10 @@ def build_plan(snap: Snapshot, resolver: Resolver) -> Plan:
     # (d) Cleanup by desired-name set; never an object that is not ours.
     for name, obj in sorted(snap.attributes.items()):
         if name not in wanted_attrs and is_ours(obj, snap.config) and not _already_deleted(plan, name):
-            _delete(plan, "DeviceAttributes", obj)
+            delete(plan, "DeviceAttributes", obj)
     for name, obj in sorted(snap.resource_policies.items()):
         if name not in wanted_nodes and is_ours(obj, snap.config):
-            _delete(plan, "SriovResourcePolicy", obj)
+            delete(plan, "SriovResourcePolicy", obj)
     return plan
 
 

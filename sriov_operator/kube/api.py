@@ -17,6 +17,9 @@ from kubernetes.client.exceptions import ApiException
 
 from sriov_operator.core.keys import (
     DEVICE_ATTRIBUTES,
+    DEVICE_CLASS_GROUP,
+    DEVICE_CLASS_VERSION,
+    DEVICE_CLASSES,
     DRIVER_GROUP,
     DRIVER_VERSION,
     FIELD_MANAGER,
@@ -254,7 +257,13 @@ class OperatorApi:
 
     def list_generated(self, kind: str, namespace: str) -> dict[str, dict[str, Any]]:
         """Every object of `kind` in the policy namespace (not only labelled ones: an unlabelled
-        object of a desired name must be seen to be left alone)."""
+        object of a desired name must be seen to be left alone); DeviceClasses cluster-wide."""
+        if kind == "DeviceClass":
+            cls = self.objs.list_cluster_custom_object
+            what = "LIST DeviceClasses"
+            return _by_name(
+                _items(_call(what, cls, DEVICE_CLASS_GROUP, DEVICE_CLASS_VERSION, DEVICE_CLASSES))
+            )
         fn = self.objs.list_namespaced_custom_object
         listing = _call(
             f"LIST {kind} in {namespace}", fn, DRIVER_GROUP, DRIVER_VERSION, namespace, PLURALS[kind]
@@ -262,42 +271,45 @@ class OperatorApi:
         return _by_name(_items(listing))
 
     def create(self, kind: str, namespace: str, body: Mapping[str, Any]) -> None:
+        what = f"CREATE {kind} {_where(kind, namespace)}{body['metadata']['name']}"
+        if kind == "DeviceClass":
+            cls = self.objs.create_cluster_custom_object
+            _call(what, cls, DEVICE_CLASS_GROUP, DEVICE_CLASS_VERSION, DEVICE_CLASSES, dict(body))
+            return
         fn = self.objs.create_namespaced_custom_object
-        _call(
-            f"CREATE {kind} {namespace}/{body['metadata']['name']}",
-            fn,
-            DRIVER_GROUP,
-            DRIVER_VERSION,
-            namespace,
-            PLURALS[kind],
-            dict(body),
-        )
+        _call(what, fn, DRIVER_GROUP, DRIVER_VERSION, namespace, PLURALS[kind], dict(body))
 
     def replace(self, kind: str, namespace: str, body: Mapping[str, Any]) -> None:
         name = body["metadata"]["name"]
+        what = f"UPDATE {kind} {_where(kind, namespace)}{name}"
+        if kind == "DeviceClass":
+            cls = self.objs.replace_cluster_custom_object
+            _call(what, cls, DEVICE_CLASS_GROUP, DEVICE_CLASS_VERSION, DEVICE_CLASSES, name, dict(body))
+            return
         fn = self.objs.replace_namespaced_custom_object
-        _call(
-            f"UPDATE {kind} {namespace}/{name}",
-            fn,
-            DRIVER_GROUP,
-            DRIVER_VERSION,
-            namespace,
-            PLURALS[kind],
-            name,
-            dict(body),
-        )
+        _call(what, fn, DRIVER_GROUP, DRIVER_VERSION, namespace, PLURALS[kind], name, dict(body))
 
     def delete(self, kind: str, namespace: str, name: str, uid: str) -> None:
-        fn = self.objs.delete_namespaced_custom_object
         body = {"preconditions": {"uid": uid}} if uid else None
+        what = f"DELETE {kind} {_where(kind, namespace)}{name}"
+        if kind == "DeviceClass":
+            cls = self.objs.delete_cluster_custom_object
+            _call(
+                what,
+                cls,
+                DEVICE_CLASS_GROUP,
+                DEVICE_CLASS_VERSION,
+                DEVICE_CLASSES,
+                name,
+                body=body,
+                missing_ok=True,
+            )
+            return
+        fn = self.objs.delete_namespaced_custom_object
         _call(
-            f"DELETE {kind} {namespace}/{name}",
-            fn,
-            DRIVER_GROUP,
-            DRIVER_VERSION,
-            namespace,
-            PLURALS[kind],
-            name,
-            body=body,
-            missing_ok=True,
+            what, fn, DRIVER_GROUP, DRIVER_VERSION, namespace, PLURALS[kind], name, body=body, missing_ok=True
         )
+
+
+def _where(kind: str, namespace: str) -> str:
+    return "" if kind == "DeviceClass" else f"{namespace}/"

@@ -17,6 +17,9 @@ from kubernetes import client, watch
 
 from sriov_operator.core.keys import (
     DEVICE_ATTRIBUTES,
+    DEVICE_CLASS_GROUP,
+    DEVICE_CLASS_VERSION,
+    DEVICE_CLASSES,
     DRIVER_GROUP,
     DRIVER_VERSION,
     GENERATED_BY_LABEL,
@@ -94,6 +97,16 @@ def sources(api: client.ApiClient, operator_namespace: str, policy_namespace: st
                 "version": DRIVER_VERSION,
                 "namespace": policy_namespace,
                 "plural": RESOURCE_POLICIES,
+                **generated,
+            },
+        ),
+        "DeviceClass": Source(
+            "DeviceClass",
+            objs.list_cluster_custom_object,
+            {
+                "group": DEVICE_CLASS_GROUP,
+                "version": DEVICE_CLASS_VERSION,
+                "plural": DEVICE_CLASSES,
                 **generated,
             },
         ),

@@ -26,6 +26,8 @@ from tests.bed.tools import REPO_ROOT, ToolSet
 from tests.bed.waiting import WaitTimeout, wait_for
 
 CRD_DIR = REPO_ROOT / "deploy" / "crds"
+# The operator path's CRDs ship in its overlay; the bed serves both paths.
+OPERATOR_CRD_DIR = REPO_ROOT / "deploy" / "operator" / "crds"
 SERVICE_CIDR = "10.0.0.0/24"
 # Loaded 2-core machines have been seen to need 30-35 s before /readyz; leave ample headroom.
 APISERVER_READY_TIMEOUT = 180.0
@@ -273,7 +275,8 @@ def _bring_up(starter: _Starter, binaries: Binaries, crd_dir: Path) -> None:
 
     api = kube_config.new_client_from_config(config_file=state.kubeconfigs["admin"])
     try:
-        bootstrap.install_crds(api, crd_dir)
+        for directory in (crd_dir, OPERATOR_CRD_DIR):
+            bootstrap.install_crds(api, directory)
         state.node_uid = bootstrap.create_node(api, state.node_name)
     finally:
         api.close()

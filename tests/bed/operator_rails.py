@@ -54,6 +54,7 @@ PF_NAME_ATTRIBUTE = "sriovnetwork.k8snetworkplumbingwg.io/PFName"
 READY_TIMEOUT = 60.0
 NOOP_PASSES = ("node-policy pass done: 0 write(s)", "network pass done: 0 write(s)")
 PROBE_POD = "rail-b-after-withdrawal"
+DEVICE_CLASS_API = ("resource.k8s.io", "v1", "deviceclasses")
 PLURALS = {
     "SriovNetwork": "sriovnetworks",
     "SriovNetworkNodePolicy": "sriovnetworknodepolicies",
@@ -233,6 +234,7 @@ class Operator:
             for plural in ("deviceattributes", "sriovresourcepolicies")
             for o in self.stack.list_objects(e2e.DRIVER, "v1alpha1", plural, namespace=OPERATOR_NAMESPACE)
         ]
+        left += [f"deviceclasses/{name}" for name in self._generated_classes()]
         left += [
             f"NetworkAttachmentDefinition {e2e.WORKLOAD_NS}/{name}"
             for name in NETWORKS
@@ -240,8 +242,17 @@ class Operator:
         ]
         return left
 
+    def _generated_classes(self) -> list[str]:
+        labelled = self.stack.list_objects(
+            *DEVICE_CLASS_API, label_selector=f"{GENERATED_BY}=sriov-network-operator"
+        )
+        return [str(o["metadata"]["name"]) for o in labelled]
+
     def _delete_leftovers(self) -> None:
         """What a failed run may leave: generated objects, node states, the operator config."""
+        for name in self._generated_classes():
+            with contextlib.suppress(ApiException):
+                self.stack.objects.delete_cluster_custom_object(*DEVICE_CLASS_API, name)
         for plural in ("deviceattributes", "sriovresourcepolicies"):
             for o in self.stack.list_objects(e2e.DRIVER, "v1alpha1", plural, namespace=OPERATOR_NAMESPACE):
                 with contextlib.suppress(ApiException):

@@ -100,6 +100,7 @@ OPERATOR_NEEDS: frozenset[Permission] = frozenset(
     | _each("get list watch", "", "namespaces")
     | _each("get list watch", "", "nodes")
     | _each("create", "", "events")
+    | _each("get list watch create update delete", DRA, "deviceclasses")
     | _each("get list watch", OPERATOR, "sriovnetworknodepolicies", namespace=OPERATOR_NAMESPACE)
     | _each("patch", OPERATOR, "sriovnetworknodepolicies", "status", namespace=OPERATOR_NAMESPACE)
     | _each("get list watch", OPERATOR, "sriovnetworknodestates", namespace=OPERATOR_NAMESPACE)
@@ -213,7 +214,8 @@ def deploy_cluster(testbed: TestBed) -> Iterator[DeployCluster]:
 
     from tests.bed.bootstrap import install_crds  # noqa: PLC0415 - see module docstring
 
-    install_crds(testbed.api_client, DEPLOY_DIR / "crds")
+    for crds in (DEPLOY_DIR / "crds", OPERATOR_DIR / "crds"):
+        install_crds(testbed.api_client, crds)
     core = client.CoreV1Api(testbed.api_client)
     created = []
     for name in TARGET_NAMESPACES:

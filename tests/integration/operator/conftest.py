@@ -231,6 +231,18 @@ def cluster(testbed: TestBed, operator_namespace: str) -> Iterator[Cluster]:
         except ApiException as exc:
             if exc.status != 404:
                 raise
+    # Cluster-scoped: the next test's operator must not find this one's extended-resource classes.
+    generated = "sriovnetwork.openshift.io/generated-by=sriov-network-operator"
+    for dc in items_of(
+        c.objs.list_cluster_custom_object("resource.k8s.io", "v1", "deviceclasses", label_selector=generated)
+    ):
+        try:
+            c.objs.delete_cluster_custom_object(
+                "resource.k8s.io", "v1", "deviceclasses", dc["metadata"]["name"]
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
 
 
 @pytest.fixture

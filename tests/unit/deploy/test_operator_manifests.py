@@ -31,8 +31,37 @@ def kustomization() -> dict[str, Any]:
 def test_the_overlay_lists_every_file_and_includes_the_base() -> None:
     listed = kustomization()["resources"]
     assert listed[0] == "../"
-    on_disk = {p.name for p in OPERATOR_DIR.glob("*.yaml") if p.name != "kustomization.yaml"}
+    on_disk = {
+        str(p.relative_to(OPERATOR_DIR))
+        for p in OPERATOR_DIR.rglob("*.yaml")
+        if p.name != "kustomization.yaml"
+    }
     assert set(listed[1:]) == on_disk
+    # CRDs before the objects that use them, so that a plain apply of the list in order works
+    crds = [name for name in listed[1:] if name.startswith("crds/")]
+    assert listed[1 : 1 + len(crds)] == crds
+
+
+OPERATOR_GROUP = "sriovnetwork.openshift.io"
+
+
+def test_the_operator_api_ships_only_with_the_operator_overlay() -> None:
+    """A driver-only install (deploy/) must not carry the operator's CRDs: on a cluster running an
+    upstream sriov-network-operator it would replace that operator's CRDs with our minimal
+    schemas, pruning every field we do not model (spec 12.4: legacy behaviour unchanged)."""
+    base = {o["spec"]["group"] for o in deploy_objects() if o["kind"] == "CustomResourceDefinition"}
+    assert OPERATOR_GROUP not in base
+    overlay = {
+        o["spec"]["names"]["kind"]
+        for o in operator_objects()
+        if o["kind"] == "CustomResourceDefinition" and o["spec"]["group"] == OPERATOR_GROUP
+    }
+    assert overlay == {
+        "SriovNetworkNodePolicy",
+        "SriovNetwork",
+        "SriovNetworkNodeState",
+        "SriovOperatorConfig",
+    }
 
 
 def test_the_operator_is_granted_exactly_what_it_uses() -> None:
