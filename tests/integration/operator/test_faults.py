@@ -37,8 +37,18 @@ def proxied(cluster, fault_proxy, start_operator, operator_identity):
 
 
 def applied(cluster, name: str, generation: int = 1) -> dict[str, Any]:
-    cond: dict[str, Any] = cluster.wait_condition(POLICIES, name, DRA, APPLIED, timeout=40)
-    assert cond["status"] == "True" and cond["observedGeneration"] == generation, cond
+    """Wait for DRAConfigurationApplied of exactly `generation` (an older one may still be there)."""
+
+    def current() -> dict[str, Any] | None:
+        cond: dict[str, Any] | None = cluster.condition(POLICIES, name, DRA)
+        ok = cond and cond["reason"] == APPLIED and cond["observedGeneration"] == generation
+        return cond if ok else None
+
+    try:
+        cond: dict[str, Any] = wait_for(current, 40, what=f"{name} applied at generation {generation}")
+    except Exception:
+        raise AssertionError(f"{name}: {cluster.condition(POLICIES, name, DRA)}") from None
+    assert cond["status"] == "True", cond
     return cond
 
 
