@@ -51,6 +51,12 @@ class KubeClaims:
         path = f"{self._path(namespace, name)}/status"
         return _json_patch(self._api, path, f"ResourceClaim {namespace}/{name} status", ops)
 
+    def list_claims(self) -> Iterator[dict[str, Any]]:
+        """Every ResourceClaim in one request: a claim has no field naming its node, and one
+        cluster-wide list is cheaper for the API server than one per namespace."""
+        path = f"/apis/{DRA_GROUP}/{DRA_VERSION}/resourceclaims"
+        return list_streamed(self._api, path, "ResourceClaims", [])
+
     def get_claim(self, namespace: str, name: str) -> Mapping[str, Any]:
         what = f"ResourceClaim {namespace}/{name}"
         claim = _request(
@@ -274,6 +280,14 @@ class KubePods:
     def patch_pod(self, namespace: str, name: str, ops: list[dict[str, Any]]) -> dict[str, Any]:
         path = f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}"
         return _json_patch(self._api, path, f"Pod {namespace}/{name}", ops)
+
+    def list_node_pods(self, node_name: str) -> Iterator[dict[str, Any]]:
+        return list_streamed(
+            self._api,
+            "/api/v1/pods",
+            f"Pods on {node_name}",
+            [("fieldSelector", f"spec.nodeName={node_name}")],
+        )
 
 
 class KubeNads:

@@ -34,6 +34,7 @@ from sriov_dra.core.bindingrecord import (
 )
 from sriov_dra.core.claimrecord import ClaimRecord
 from sriov_dra.core.interfaceplan import AllocatedDevice, plan_interfaces
+from sriov_dra.core.passdrift import HEALTHY, PassListing, by_uid, drift, ready_bindings
 from sriov_dra.core.render import render_shadow_config
 from sriov_dra.core.selection import merge_managed_selections
 from sriov_dra.core.shadowmatch import ShadowIndex, converged, index_shadows
@@ -41,7 +42,7 @@ from sriov_dra.core.template import NamespacedName, resolve_template
 from sriov_dra.kubeletplugin.api import ClaimRef, DeviceResult, PrepareOutcome
 from sriov_dra.model import DRIVER_NAME, USERSPACE_DRIVERS
 from sriov_dra.observe.events import NULL_OBSERVER, PhaseObserver
-from sriov_dra.ports import NadClient, PodClient, ShadowLister
+from sriov_dra.ports import ClaimLister, NadClient, PodClient, PodLister, ShadowLister
 from sriov_dra.prepare.consumer import Consumer, ConsumerError, ConsumerResolver, check_new_consumer
 from sriov_dra.prepare.crashpoints import crash_point
 from sriov_dra.prepare.devicestatus import DeviceStatusWriter, ready_reports
@@ -92,6 +93,8 @@ class ManagedPreparer:
         observer: PhaseObserver = NULL_OBSERVER,
         device_status: DeviceStatusWriter | None = None,
         shadow_lister: ShadowLister | None = None,
+        pod_lister: PodLister | None = None,
+        claim_lister: ClaimLister | None = None,
     ) -> None:
         self._host = host
         self._resolver = resolver
@@ -106,6 +109,8 @@ class ManagedPreparer:
         self._observer = observer
         self._device_status = device_status
         self._shadow_lister = shadow_lister
+        self._pod_lister = pod_lister
+        self._claim_lister = claim_lister
 
     # -- NodeService ---------------------------------------------------------------------------
 
@@ -127,25 +132,37 @@ class ManagedPreparer:
 
     # -- repair (spec 8.3: converge without kubelet; only kubelet starts a release) ------------
 
-    def list_shadows(self) -> ShadowIndex | None:
-        """This node's shadows as one listing for a repair pass, or None (no lister, or the listing
-        failed: every binding then reads its shadow as it would without one)."""
-        if self._shadow_lister is None:
-            return None
-        try:
-            return index_shadows(self._shadow_lister.list_shadows(self._node_uid))
-        except ReasonedError as exc:
-            log.warning("repair pass reads each shadow: listing this node's shadows failed: %s", exc)
-            return None
+    def list_for_pass(self) -> PassListing:
+        """One repair pass's listings: this node's shadows, its Pods, the claims and the Node's UID.
 
-    def repair_claim(self, claim_uid: str, listed: ShadowIndex | None = None) -> None:
+        Each is one consistent read (no resourceVersion); one that is not configured or fails is
+        left out, and every claim then takes the live path as it would without it.
+        """
+        lister, pods, claims = self._shadow_lister, self._pod_lister, self._claim_lister
+        return PassListing(
+            shadows=None
+            if lister is None
+            else _listed("this node's shadows", lambda: index_shadows(lister.list_shadows(self._node_uid))),
+            pods=None
+            if pods is None
+            else _listed("this node's Pods", lambda: by_uid(pods.list_node_pods(self._node_name))),
+            claims=None
+            if claims is None
+            else _listed("the ResourceClaims", lambda: by_uid(claims.list_claims())),
+            node_uid=None
+            if pods is None or claims is None
+            else _listed("the Node", self._resolver.live_node_uid),
+        )
+
+    def repair_claim(self, claim_uid: str, listed: PassListing | None = None) -> None:
         """One repair pass over a checkpointed claim, under the same locks as kubelet's calls.
 
         A release phase records kubelet's earlier authorization, so its release resumes (a
         ReleaseComplete record redoes only API work). An active binding is repaired forward from
         its frozen bytes only while its Pod, claim, allocation and node are still the recorded
         ones; any difference stops repair and never releases hardware: that is kubelet's call.
-        A shadow `listed` exactly as recorded costs no read; any other is read and repaired live.
+        A claim the pass's listing shows healthy costs no request; any other takes the live path,
+        where a shadow `listed` exactly as recorded still costs no read and the rest is read live.
         """
         recorded = self._checkpoint.snapshot_claim(claim_uid)
         if recorded is None or "" in phases_of(recorded):
@@ -153,6 +170,8 @@ class ManagedPreparer:
         if phases_of(recorded) & RELEASE_PHASES:
             with self.locks.claim_then_pod(claim_uid, recorded.pod_uid):
                 self.release_managed_claim(claim_uid)
+            return
+        if listed is not None and self._healthy(recorded, listed):
             return
         ref = ClaimRef(recorded.namespace, recorded.name, claim_uid)
         claim = self._host.fetch_claim(ref)
@@ -164,8 +183,34 @@ class ManagedPreparer:
             current = self._checkpoint.snapshot_claim(claim_uid)
             if current is None or phases_of(current) & RELEASE_PHASES:
                 return  # kubelet's release got the locks first
-            self.ensure_managed_bindings(consumer, ref, listed)
+            self.ensure_managed_bindings(consumer, ref, None if listed is None else listed.shadows)
             self._report_devices(ref, claim, consumer, patient=True)
+
+    def _healthy(self, recorded: ClaimRecord, listed: PassListing) -> bool:
+        """Nothing the live path would write: the listed objects and the claim's status.devices."""
+        why = drift(
+            recorded,
+            listed,
+            ready_bindings(self._checkpoint.snapshot_pod(recorded.pod_uid)),
+            node_name=self._node_name,
+            node_uid=self._node_uid,
+        )
+        if why == HEALTHY and self._device_status is not None:
+            claim = (listed.claims or {})[recorded.claim_uid]  # drift has seen both
+            pod = (listed.pods or {})[recorded.pod_uid]
+            reports = ready_reports([b for _d, b in records_of(recorded)], pod)
+            why = (
+                "its status.devices is behind" if self._device_status.would_write(claim, reports) else HEALTHY
+            )
+        if why != HEALTHY:
+            log.debug(
+                "claim %s/%s (%s) takes the live path: %s",
+                recorded.namespace,
+                recorded.name,
+                recorded.claim_uid,
+                why,
+            )
+        return why == HEALTHY
 
     # -- prepare -------------------------------------------------------------------------------
 
@@ -472,6 +517,14 @@ class ManagedPreparer:
         crash_point("unprepare-finalized")
         self._checkpoint.remove_claim(claim_uid)
         self._observer.phase(recorded, RELEASED)
+
+
+def _listed(what: str, read: Callable[[], _T]) -> _T | None:
+    try:
+        return read()
+    except ReasonedError as exc:
+        log.warning("repair pass reads each claim live: listing %s failed: %s", what, exc)
+        return None
 
 
 def _check_repairable(recorded: ClaimRecord, consumer: Consumer, allocated: Sequence[Allocated]) -> None:
