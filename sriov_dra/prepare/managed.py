@@ -17,6 +17,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any, Final, TypeVar
 
 from sriov_contract.binding import SourceRef
@@ -68,6 +70,9 @@ _OTHER_CLAIM_TEMPLATE: Final = NamespacedName("", "")
 _DRY_RUN_UID: Final = "00000000-0000-0000-0000-000000000000"
 # The pseudo-phase reported once a released claim is forgotten.
 RELEASED: Final = "Released"
+# Shadow requests of one claim in flight at once: enough to hide the API round trip, few enough
+# for the client's connection pool and a busy API server.
+SHADOW_WORKERS: Final = 8
 # The operation a failed status.devices write is reported under (events, metrics).
 DEVICE_STATUS: Final = "device-status"
 
@@ -410,15 +415,40 @@ class ManagedPreparer:
             self._observer.phase(recorded, phase)
 
     def _ensure_shadows(self, recorded: ClaimRecord, listed: ShadowIndex | None) -> list[BindingRecord]:
-        return [self._ensure_one(recorded.claim_uid, d.device, b, listed) for d, b in records_of(recorded)]
+        """Ensure every shadow of the claim, the missing ones created in parallel; then persist every
+        newly observed UID in one checkpoint write. A failure keeps what the others achieved: their
+        UIDs are persisted before the first failure (in plan order) is raised."""
+        claim_uid = recorded.claim_uid
+        bindings = [(d.device, b) for d, b in records_of(recorded)]
+        todo = [
+            (device, b)
+            for device, b in bindings
+            if listed is None or not converged(listed.get((b.pod_namespace, b.shadow_name)), b)
+        ]
+        outcomes = _in_parallel([partial(self._ensure_one, claim_uid, d, b) for d, b in todo])
+        if todo:
+            crash_point("prepare-created")
+        ensured = dict(bindings)
+        observed: dict[str, BindingRecord] = {}
+        for (device, _binding), outcome in zip(todo, outcomes, strict=True):
+            if isinstance(outcome, Exception):
+                continue
+            current, uid = outcome
+            if uid and uid != current.shadow_uid:
+                # Created, or adopted after the full identity check: the UID must be persisted.
+                current = observed[device] = current.with_shadow_uid(uid)
+            ensured[device] = current
+        if observed:
+            self._checkpoint.update_managed_bindings(claim_uid, {d: b.to_json() for d, b in observed.items()})
+        if todo:
+            crash_point("prepare-shadow")
+        failed = next((o for o in outcomes if isinstance(o, Exception)), None)
+        if failed is not None:
+            raise failed
+        return [ensured[device] for device, _b in bindings]
 
-    def _ensure_one(
-        self, claim_uid: str, device: str, binding: BindingRecord, listed: ShadowIndex | None
-    ) -> BindingRecord:
-        if listed is not None and converged(
-            listed.get((binding.pod_namespace, binding.shadow_name)), binding
-        ):
-            return binding
+    def _ensure_one(self, claim_uid: str, device: str, binding: BindingRecord) -> tuple[BindingRecord, str]:
+        """The binding as it now stands (a vanished shadow's UID forgotten) and its shadow's UID."""
         current = binding
 
         def forget(old: BindingRecord) -> BindingRecord:
@@ -429,10 +459,7 @@ class ManagedPreparer:
             return current
 
         uid = ensure_shadow(self._nads, binding, forget)
-        crash_point("prepare-created")
-        observed = self._observed(claim_uid, device, current, uid)
-        crash_point("prepare-shadow")
-        return observed
+        return current, uid
 
     def _observed(self, claim_uid: str, device: str, binding: BindingRecord, uid: str) -> BindingRecord:
         """Persist a newly observed shadow UID (created, or adopted after the full identity check)."""
@@ -517,6 +544,22 @@ class ManagedPreparer:
         crash_point("unprepare-finalized")
         self._checkpoint.remove_claim(claim_uid)
         self._observer.phase(recorded, RELEASED)
+
+
+def _in_parallel(calls: Sequence[Callable[[], _T]]) -> list[_T | Exception]:
+    """Each call's result or exception, in order; at most SHADOW_WORKERS run at once (one runs
+    inline: a single shadow is not worth a thread)."""
+
+    def run(call: Callable[[], _T]) -> _T | Exception:
+        try:
+            return call()
+        except Exception as exc:
+            return exc
+
+    if len(calls) <= 1:
+        return [run(c) for c in calls]
+    with ThreadPoolExecutor(min(SHADOW_WORKERS, len(calls)), thread_name_prefix="shadow") as pool:
+        return list(pool.map(run, calls))
 
 
 def _listed(what: str, read: Callable[[], _T]) -> _T | None:
