@@ -52,22 +52,18 @@ from bench.common import summary, test_bed
 from sriov_contract.binding import SourceRef
 from sriov_contract.identity import BindingIdentity
 from sriov_contract.keys import NETWORKS_ANNOTATION, PROTOCOL_VERSION
-from sriov_dra.advertise.inventory import DeviceState
-from sriov_dra.app.wiring import managed_service
 from sriov_dra.cli.common import read_checkpoint
 from sriov_dra.core.bindingrecord import PENDING, READY, BindingRecord
 from sriov_dra.core.claimrecord import ClaimRecord, PreparedDevice, encode
 from sriov_dra.core.render import render_shadow_config
-from sriov_dra.kube.resources import KubeClaims, KubeNads, KubePolicySource, KubeShadowLister
-from sriov_dra.model import DRIVER_NAME, VirtualFunction
-from sriov_dra.prepare.host import HostPreparer
+from sriov_dra.kube.resources import KubeNads, KubeShadowLister
+from sriov_dra.model import DRIVER_NAME
 from sriov_dra.prepare.shadows import ensure_shadow, finalize_released_shadow, request_shadow_deletion
 from sriov_dra.recovery.orphans import scan
 from sriov_dra.recovery.repair import RepairWorker
-from sriov_dra.state.cdi import CdiDir
 from sriov_dra.state.checkpoint import FileStorage, PreparedClaims
-from sriov_dra.sysfs.vfdriver import SysfsVfDriver
 from tests.bed.bed import TestBed
+from tests.bed.repair_service import in_process_service
 from tests.bed.tools import ToolSet
 
 WORKERS = 8
@@ -313,32 +309,8 @@ def _repair_pass(
     one unmeasured pass; `listed` takes the pass's listings, else each claim takes the live path."""
     records = read()
     first = (records[0].devices[0].managed_binding or {}) if records else {}
-    node_name = str(first.get("nodeName", ""))
-    inventory = {
-        d.device: VirtualFunction(d.device, d.pci_address, "0000:00:00.0", "pf0", 0)
-        for r in records
-        for d in r.devices
-    }
-    state = DeviceState(inventory)
     work = Path(tempfile.mkdtemp(prefix="bench-repair-"))
-    checkpoint = PreparedClaims(FileStorage(read.path), str(read.path))
-    host = HostPreparer(
-        node_name=node_name,
-        claims=KubeClaims(api),
-        inventory=lambda name: state.lookup(name)[0],
-        checkpoint=checkpoint,
-        cdi_specs=CdiDir(work),
-        vf_driver=SysfsVfDriver(work),
-    )
-    service = managed_service(
-        api,
-        node_name=node_name,
-        node_uid=node_uid,
-        host=host,
-        checkpoint=checkpoint,
-        state=state,
-        source=KubePolicySource(api, "default", node_name),
-    )
+    service, checkpoint = in_process_service(api, read.path, str(first.get("nodeName", "")), node_uid, work)
     listing = service.list_for_pass if listed else None
     worker = RepairWorker(service, checkpoint.snapshot_all, listing=listing)
     worker.run_once()
