@@ -19,7 +19,7 @@ from sriov_dra import reasons
 from sriov_dra.core.passdrift import PassListing
 from sriov_dra.recovery.repair import RepairWorker
 from tests.bed.audit import AuditEvent
-from tests.bed.claims import allocated_claim, custom_objects
+from tests.bed.claims import allocated_claim, create_pod
 from tests.bed.managed_driver import (
     IDENTITY,
     NAD,
@@ -138,9 +138,9 @@ def test_a_pass_over_healthy_claims_costs_its_listings_only_and_drift_takes_the_
 def test_a_listing_made_stale_before_the_claims_turn_causes_no_write(
     managed_agent, testbed, k8s_namespace, policies, classes, tmp_path: Path
 ) -> None:
-    """The listing shows a Pod without its selections; before the claim's turn the claim loses its
-    reservation. The live path re-reads the claim, refuses, and writes nothing: acting on the
-    listing would have published networks to a Pod the claim no longer serves."""
+    """The listing shows the Pod without its selections; before the claim's turn the Pod is
+    replaced by a new one of the same name. The live path re-reads claim and Pod, refuses, and
+    writes nothing: acting on the listing would have published the old Pod's networks to the new."""
     ns = k8s_namespace
     put_nad(testbed, ns, "rail-a-net", sriov_config("ai-rail-a", "192.0.2.0/24"))
     start_agent(managed_agent, policies)
@@ -149,6 +149,7 @@ def test_a_listing_made_stale_before_the_claims_turn_causes_no_write(
     assert managed_agent.prepare(claim).error == ""
     managed_agent.stop()  # this process takes over its checkpoint
     drop_selections(testbed, ns, "pod-c")
+    old_pod = get_pod(testbed, ns, "pod-c")["metadata"]["uid"]
 
     node = client.CoreV1Api(testbed.api_client).read_node(testbed.node_name).metadata
     assert node is not None
@@ -156,25 +157,35 @@ def test_a_listing_made_stale_before_the_claims_turn_causes_no_write(
     service, checkpoint = in_process_service(
         api, managed_agent.checkpoint, testbed.node_name, str(node.uid), tmp_path
     )
-    status = [{"op": "remove", "path": "/status/reservedFor"}]
+    core = client.CoreV1Api(testbed.api_client)
+
+    def pod_uid() -> str | None:
+        try:
+            return str(get_pod(testbed, ns, "pod-c")["metadata"]["uid"])
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
 
     def stale() -> PassListing:
         listing = service.list_for_pass()
-        custom_objects(testbed).patch_namespaced_custom_object_status(
-            "resource.k8s.io", "v1", ns, "resourceclaims", "c", status
-        )
+        core.delete_namespaced_pod("pod-c", ns, grace_period_seconds=0)
+        wait_for(lambda: pod_uid() is None, 30, what="the old pod-c gone")
+        create_pod(testbed, ns, "pod-c", [{"name": "vfs", "resourceClaimName": "c"}])
         return listing
 
     mark = testbed.audit.mark()
     outcomes = RepairWorker(service, checkpoint.snapshot_all, listing=stale).run_once()
-    assert outcomes[uid] in (reasons.CLAIM_NOT_RESERVED, reasons.CLAIM_NOT_ALLOCATED), outcomes
+    assert pod_uid() not in (None, old_pod)
+    refusals = (reasons.POD_REPLACED, reasons.CLAIM_NOT_RESERVED, reasons.POD_ON_OTHER_NODE)
+    assert outcomes[uid] in refusals, outcomes
     assert selections(testbed, ns, "pod-c") == []
     user, _groups = service_account_user(DRIVER_NAMESPACE, DRIVER_SA)
     mine = [e for e in testbed.audit.events(since=mark) if e.user == user]
-    assert [(e.verb, e.resource) for e in mine if e.resource == "pods" and e.verb == "list"] == [
+    assert [(e.verb, e.resource) for e in mine if e.verb == "list" and e.resource == "pods"] == [
         ("list", "pods")
     ]
-    assert [e for e in mine if e.verb in WRITES] == []
+    assert [(e.verb, e.resource, e.name) for e in mine if e.verb in WRITES] == []
 
     # kubelet still releases it: the agent back, the claim unprepared, its shadow gone.
     api.close()
