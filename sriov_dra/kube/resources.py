@@ -142,6 +142,7 @@ def _json_patch(api: client.ApiClient, path: str, what: str, ops: list[dict[str,
 
 
 _BLANK: Final = re.compile(r"[ \t\n\r]*")
+_NUMBER_TAIL: Final = re.compile(r"[0-9.eE+-]*")
 _DECODER: Final = json.JSONDecoder()
 
 
@@ -191,8 +192,9 @@ class _Text:
                 if not self.refill():
                     raise
                 continue
-            # A value ending exactly at the end of the text may go on in the next chunk (12|34).
-            if end < len(self.buf) or not self.refill():
+            # A number may go on in the next chunk (12|34, 12.|5, 1e|5): only what follows it here
+            # (a blank, a comma or a bracket) proves it ended.
+            if _NUMBER_TAIL.match(self.buf, end).end() < len(self.buf) or not self.refill():  # type: ignore[union-attr]
                 self.pos = end
                 return value
 

@@ -18,6 +18,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from functools import partial
 from typing import Any, Final, TypeVar
 
@@ -143,21 +144,21 @@ class ManagedPreparer:
         Each is one consistent read (no resourceVersion); one that is not configured or fails is
         left out, and every claim then takes the live path as it would without it.
         """
-        lister, pods, claims = self._shadow_lister, self._pod_lister, self._claim_lister
-        return PassListing(
-            shadows=None
-            if lister is None
-            else _listed("this node's shadows", lambda: index_shadows(lister.list_shadows(self._node_uid))),
-            pods=None
-            if pods is None
-            else _listed("this node's Pods", lambda: by_uid(pods.list_node_pods(self._node_name))),
-            claims=None
-            if claims is None
-            else _listed("the ResourceClaims", lambda: by_uid(claims.list_claims())),
-            node_uid=None
-            if pods is None or claims is None
-            else _listed("the Node", self._resolver.live_node_uid),
-        )
+        listing = PassListing(shadows=None)
+        shadows, pods, claims = self._shadow_lister, self._pod_lister, self._claim_lister
+        if shadows is not None:
+            index = _listed(
+                "this node's shadows", lambda: index_shadows(shadows.list_shadows(self._node_uid))
+            )
+            listing = replace(listing, shadows=index)
+        if pods is not None and claims is not None:
+            listing = replace(
+                listing,
+                pods=_listed("this node's Pods", lambda: by_uid(pods.list_node_pods(self._node_name))),
+                claims=_listed("the ResourceClaims", lambda: by_uid(claims.list_claims())),
+                node_uid=_listed("the Node", self._resolver.live_node_uid),
+            )
+        return listing
 
     def repair_claim(self, claim_uid: str, listed: PassListing | None = None) -> None:
         """One repair pass over a checkpointed claim, under the same locks as kubelet's calls.
