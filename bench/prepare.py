@@ -8,8 +8,9 @@ allocated by the real scheduler through a DeviceClass whose VfConfig names the s
 fake kubelet calls the driver over its real unix socket. Phase times come from timing wrappers
 put around the driver's adapters for the duration of the run, counted only on the thread that
 serves the measured call: API reads (claim, Pod, source NAD), render, VF driver (sysfs),
-checkpoint writes (fsync'd), CDI files, binding Events, shadow creates (or, on unprepare, shadow deletes and
-finalizer patches), and the Pod patch; "other" is the rest of the time inside the driver
+checkpoint writes (fsync'd), CDI files, binding Events, shadow creates (all of a claim's, made in
+parallel, as the serving thread waits for them; or, on unprepare, shadow deletes and finalizer
+patches), and the Pod patch; "other" is the rest of the time inside the driver
 (planning, locks, logging). The round trip adds gRPC and the kubelet side.
 """
 
@@ -67,6 +68,8 @@ TIMED: Sequence[tuple[Any, str, str]] = (
     (cdi.CdiDir, "write", "CDI"),
     (cdi.CdiDir, "remove", "CDI"),
     (kube.KubeNads, "create_nad", "shadow creates"),
+    # A claim's shadows are ensured on worker threads: the serving thread's wait for them all.
+    (sriov_dra.prepare.managed, "_in_parallel", "shadow creates"),
     (kube.KubeNads, "delete_nad", "shadow deletes"),
     (kube.KubeNads, "patch_nad", "shadow finalizers"),
     (kube.KubePods, "patch_pod", "Pod patch"),
