@@ -122,7 +122,8 @@ CNI_NEEDS: frozenset[Permission] = frozenset(
 
 FORBIDDEN: Mapping[str, frozenset[Permission]] = {
     DRIVER_SA: frozenset(
-        _each("delete update create list", "", "pods")
+        # It lists Pods (the repair pass, by spec.nodeName), but never changes one except by patch.
+        _each("delete update create", "", "pods")
         | _each("update", "", "pods", "finalizers")
         | _each("update", NAD, "network-attachment-definitions")
         | _each("get list", "", "secrets")
