@@ -41,6 +41,8 @@ class PassListing:
     """ResourceClaims by UID."""
     node_uid: str | None = None
     """The Node's UID as read for this pass."""
+    ready: Mapping[str, Sequence[BindingRecord]] | None = None
+    """ready_bindings of the checkpoint as the pass began: each record decoded once per pass."""
 
 
 def by_uid(objs: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
@@ -58,20 +60,19 @@ def ready_bindings(records: Iterable[ClaimRecord]) -> dict[str, list[BindingReco
     return out
 
 
-def drift(
-    record: ClaimRecord,
-    listing: PassListing,
-    pod_bindings: Mapping[str, Sequence[BindingRecord]],
-    *,
-    node_name: str,
-    node_uid: str,
-) -> str:
-    """HEALTHY, or why `record` takes the live path. `pod_bindings` is ready_bindings of the whole
-    checkpoint. Only for records with managed bindings: an unmanaged one has nothing to repair."""
+def own_bindings(listing: PassListing, record: ClaimRecord) -> list[BindingRecord]:
+    """The record's bindings as the pass decoded them (none when it was corrupt, or is newer)."""
+    pod = (listing.ready or {}).get(record.pod_uid, ())
+    return [b for b in pod if b.identity.claim_uid == record.claim_uid]
+
+
+def drift(record: ClaimRecord, listing: PassListing, *, node_name: str, node_uid: str) -> str:
+    """HEALTHY, or why `record` (the checkpoint's record now) takes the live path. Only for records
+    with managed bindings: an unmanaged one has nothing to repair."""
     phases = phases_of(record)
     if phases != {READY}:
         return f"bindings are {'/'.join(sorted(phases))}"
-    if listing.pods is None or listing.claims is None or listing.shadows is None:
+    if listing.pods is None or listing.claims is None or listing.shadows is None or listing.ready is None:
         return "this pass has no complete listing"
     if listing.node_uid != node_uid:
         return f"the Node reads as UID {listing.node_uid}"
@@ -89,15 +90,14 @@ def drift(
         return "its Pod is terminating"
     if (pod.get("spec") or {}).get("nodeName") != node_name:
         return "its Pod is on another node"
-    bindings = _bindings(record)
+    bindings = own_bindings(listing, record)
     if not bindings:
-        return "its record is unreadable"
+        return "its record is unreadable, or newer than this pass"
     for binding in bindings:
         if not converged(listing.shadows.get((binding.pod_namespace, binding.shadow_name)), binding):
             return f"shadow {binding.pod_namespace}/{binding.shadow_name} differs"
     try:
-        desired = pod_bindings.get(record.pod_uid) or bindings
-        ops = merge_managed_selections(pod, [b.managed_selection() for b in desired])
+        ops = merge_managed_selections(pod, [b.managed_selection() for b in listing.ready[record.pod_uid]])
     except ReasonedError as exc:
         return f"the Pod's selections conflict: {exc.reason}"
     return "the Pod's selections are incomplete" if ops is not None else HEALTHY

@@ -37,7 +37,7 @@ from sriov_dra.core.bindingrecord import (
 )
 from sriov_dra.core.claimrecord import ClaimRecord
 from sriov_dra.core.interfaceplan import AllocatedDevice, plan_interfaces
-from sriov_dra.core.passdrift import HEALTHY, PassListing, by_uid, drift, ready_bindings
+from sriov_dra.core.passdrift import HEALTHY, PassListing, by_uid, drift, own_bindings, ready_bindings
 from sriov_dra.core.render import render_shadow_config
 from sriov_dra.core.selection import merge_managed_selections
 from sriov_dra.core.shadowmatch import ShadowIndex, converged, index_shadows
@@ -144,7 +144,7 @@ class ManagedPreparer:
         Each is one consistent read (no resourceVersion); one that is not configured or fails is
         left out, and every claim then takes the live path as it would without it.
         """
-        listing = PassListing(shadows=None)
+        listing = PassListing(shadows=None, ready=ready_bindings(self._checkpoint.snapshot_all()))
         shadows, pods, claims = self._shadow_lister, self._pod_lister, self._claim_lister
         if shadows is not None:
             index = _listed(
@@ -194,17 +194,11 @@ class ManagedPreparer:
 
     def _healthy(self, recorded: ClaimRecord, listed: PassListing) -> bool:
         """Nothing the live path would write: the listed objects and the claim's status.devices."""
-        why = drift(
-            recorded,
-            listed,
-            ready_bindings(self._checkpoint.snapshot_pod(recorded.pod_uid)),
-            node_name=self._node_name,
-            node_uid=self._node_uid,
-        )
+        why = drift(recorded, listed, node_name=self._node_name, node_uid=self._node_uid)
         if why == HEALTHY and self._device_status is not None:
             claim = (listed.claims or {})[recorded.claim_uid]  # drift has seen both
             pod = (listed.pods or {})[recorded.pod_uid]
-            reports = ready_reports([b for _d, b in records_of(recorded)], pod)
+            reports = ready_reports(own_bindings(listed, recorded), pod)
             why = (
                 "its status.devices is behind" if self._device_status.would_write(claim, reports) else HEALTHY
             )

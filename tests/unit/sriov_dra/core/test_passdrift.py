@@ -10,14 +10,22 @@ from typing import Any
 
 import pytest
 
+from sriov_contract.keys import REGISTRY_ANNOTATION
 from sriov_dra.core.bindingrecord import PENDING
 from sriov_dra.core.claimrecord import ClaimRecord
-from sriov_dra.core.passdrift import HEALTHY, PassListing, by_uid, drift, ready_bindings
+from sriov_dra.core.passdrift import HEALTHY, PassListing, by_uid, drift, own_bindings, ready_bindings
 from sriov_dra.core.selection import merge_managed_selections
 from sriov_dra.core.shadowmatch import index_shadows
 from sriov_dra.model import DRIVER_NAME
 from tests.fakes.kube_api import apply_patch
-from tests.unit.sriov_dra.core.test_bindingrecord import CLAIM_UID, NODE_UID, POD_UID, RECORD, checkpointed
+from tests.unit.sriov_dra.core.test_bindingrecord import (
+    CLAIM_UID,
+    NODE_UID,
+    OTHER_UID,
+    POD_UID,
+    RECORD,
+    checkpointed,
+)
 from tests.unit.sriov_dra.core.test_shadowspec import written
 
 NODE = "node-a"
@@ -60,11 +68,13 @@ def _listing() -> PassListing:
         pods=by_uid([_pod()]),
         claims=by_uid([_claim()]),
         node_uid=NODE_UID,
+        ready=ready_bindings([RECORDED]),
     )
 
 
 def _drift(listing: PassListing, record: ClaimRecord = RECORDED) -> str:
-    return drift(record, listing, ready_bindings([record]), node_name=NODE, node_uid=NODE_UID)
+    """`record` as the checkpoint holds it now, against a pass that began with RECORDED."""
+    return drift(record, listing, node_name=NODE, node_uid=NODE_UID)
 
 
 def _edit(kind: str, change: Callable[[Obj], object]) -> PassListing:
@@ -84,11 +94,10 @@ def test_a_claim_listed_exactly_as_recorded_is_healthy() -> None:
 
 
 def test_the_pods_other_ready_claims_must_be_selected_too() -> None:
-    other = replace(RECORD, identity=replace(RECORD.identity, device="0000-17-00-2"), interface="dra1")
-    bindings = ready_bindings([RECORDED])
-    bindings[POD_UID] = [*bindings[POD_UID], other]
-    why = drift(RECORDED, _listing(), bindings, node_name=NODE, node_uid=NODE_UID)
-    assert why == "the Pod's selections are incomplete"
+    identity = replace(RECORD.identity, claim_uid=OTHER_UID, device="0000-17-00-2")
+    other = replace(RECORD, identity=identity, interface="dra1", plan_index=1)
+    listing = replace(_listing(), ready={POD_UID: [RECORD, other]})
+    assert _drift(listing) == "the Pod's selections are incomplete"
 
 
 def test_ready_bindings_keep_only_all_ready_readable_records_in_plan_order() -> None:
@@ -108,6 +117,8 @@ def test_ready_bindings_keep_only_all_ready_readable_records_in_plan_order() -> 
         (replace(_listing(), claims=None), "this pass has no complete listing"),
         (replace(_listing(), pods=None), "this pass has no complete listing"),
         (replace(_listing(), shadows=None), "this pass has no complete listing"),
+        (replace(_listing(), ready=None), "this pass has no complete listing"),
+        (replace(_listing(), ready={}), "its record is unreadable, or newer than this pass"),
         (replace(_listing(), node_uid="other"), "the Node reads as UID other"),
         (replace(_listing(), claims={}), "the claim is not listed"),
         (replace(_listing(), pods={}), "its Pod is not listed on this node"),
@@ -146,8 +157,11 @@ def test_every_difference_takes_the_live_path(listing: PassListing, why: str) ->
 
 
 def test_a_pod_registry_claiming_the_entry_otherwise_is_a_conflict_for_the_live_path() -> None:
-    moved = replace(RECORD, interface="dra9")
-    why = drift(RECORDED, _listing(), {POD_UID: [moved]}, node_name=NODE, node_uid=NODE_UID)
+    def moved(pod: Obj) -> None:
+        annotations = pod["metadata"]["annotations"]
+        annotations[REGISTRY_ANNOTATION] = annotations[REGISTRY_ANNOTATION].replace('"dra0"', '"dra9"')
+
+    why = _drift(_edit("pod", moved))
     assert why.startswith("the Pod's selections conflict: ")
 
 
@@ -159,7 +173,15 @@ def test_records_not_all_ready_always_take_the_live_path() -> None:
 
 
 def test_an_unreadable_record_takes_the_live_path_which_reports_it() -> None:
-    assert _drift(_listing(), _record(configSHA256="0" * 64)) == "its record is unreadable"
+    corrupt = _record(configSHA256="0" * 64)
+    listing = replace(_listing(), ready=ready_bindings([corrupt]))
+    assert _drift(listing, corrupt) == "its record is unreadable, or newer than this pass"
+
+
+def test_own_bindings_are_the_records_among_its_pods() -> None:
+    other = replace(RECORD, identity=replace(RECORD.identity, claim_uid=OTHER_UID))
+    assert own_bindings(replace(_listing(), ready={POD_UID: [other, RECORD]}), RECORDED) == [RECORD]
+    assert own_bindings(PassListing(shadows={}), RECORDED) == []
 
 
 def test_by_uid_keys_objects_by_their_uid() -> None:
