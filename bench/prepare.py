@@ -8,16 +8,19 @@ allocated by the real scheduler through a DeviceClass whose VfConfig names the s
 fake kubelet calls the driver over its real unix socket. Phase times come from timing wrappers
 put around the driver's adapters for the duration of the run, counted only on the thread that
 serves the measured call: API reads (claim, Pod, source NAD), render, VF driver (sysfs),
-checkpoint writes (fsync'd), CDI files, binding Events, shadow creates (or, on unprepare, shadow deletes and
-finalizer patches), and the Pod patch; "other" is the rest of the time inside the driver
+checkpoint writes (fsync'd), CDI files, binding Events, shadow creates (all of a claim's, made in
+parallel, as the serving thread waits for them; or, on unprepare, shadow deletes and finalizer
+patches), and the Pod patch; "other" is the rest of the time inside the driver
 (planning, locks, logging). The round trip adds gRPC and the kubelet side.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import logging
+import pstats
 import secrets
 import sys
 import threading
@@ -65,6 +68,8 @@ TIMED: Sequence[tuple[Any, str, str]] = (
     (cdi.CdiDir, "write", "CDI"),
     (cdi.CdiDir, "remove", "CDI"),
     (kube.KubeNads, "create_nad", "shadow creates"),
+    # A claim's shadows are ensured on worker threads: the serving thread's wait for them all.
+    (sriov_dra.prepare.managed, "_in_parallel", "shadow creates"),
     (kube.KubeNads, "delete_nad", "shadow deletes"),
     (kube.KubeNads, "patch_nad", "shadow finalizers"),
     (kube.KubePods, "patch_pod", "Pod patch"),
@@ -72,11 +77,13 @@ TIMED: Sequence[tuple[Any, str, str]] = (
 
 
 class PhaseClock:
-    """Adds each timed call's duration to its phase, but only on a thread inside a scope."""
+    """Adds each timed call's duration to its phase, but only on a thread inside a scope; with a
+    profiler, every scoped call runs under it (cProfile sees only the thread it is enabled on)."""
 
     def __init__(self) -> None:
         self._local = threading.local()
         self.last: dict[str, float] = {}
+        self.profiler: cProfile.Profile | None = None
 
     def timed(self, fn: Callable[..., Any], phase: str) -> Callable[..., Any]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -99,9 +106,14 @@ class PhaseClock:
             spent: dict[str, float] = {}
             self._local.spent, self._local.depth = spent, 0
             start = time.perf_counter()
+            profiler = self.profiler
+            if profiler is not None:
+                profiler.enable()
             try:
                 return fn(*args, **kwargs)
             finally:
+                if profiler is not None:
+                    profiler.disable()
                 total = time.perf_counter() - start
                 del self._local.spent
                 spent["other"] = total - sum(spent.values())
@@ -209,7 +221,19 @@ def _checked(answer: Mapping[str, Any], uid: str, what: str) -> None:
         raise SystemExit(f"{what} of claim {uid} failed: {error}")
 
 
-def measure(bed: TestBed, work: Path, sizes: Sequence[int], repeats: int) -> dict[str, Any]:
+def hottest(profiler: cProfile.Profile, count: int = 12) -> list[str]:
+    """The functions with the most time of their own, per call of the profiled operation."""
+    stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    rows = sorted(stats.items(), key=lambda kv: kv[1][2], reverse=True)[:count]
+    return [
+        f"{Path(f).name}:{line}({name}) {v[2] * 1000:.1f} ms ({v[1]} calls)" for (f, line, name), v in rows
+    ]
+
+
+def measure(
+    bed: TestBed, work: Path, sizes: Sequence[int], repeats: int, *, profile: int = 0
+) -> dict[str, Any]:
+    """`profile`: the claim size whose prepares also run under cProfile (0: none)."""
     node = FakeNode.up(load_topology_file(TOPOLOGY), work / "sysfs")
     stop = threading.Event()
     agent: threading.Thread | None = None
@@ -241,6 +265,7 @@ def measure(bed: TestBed, work: Path, sizes: Sequence[int], repeats: int) -> dic
             wait_for(lambda: advertised(bed) == total, 60, what=f"{total} VFs advertised")
             for size in sizes:
                 runs: dict[str, list[dict[str, float]]] = {"prepare": [], "unprepare": []}
+                profiler = cProfile.Profile() if size == profile else None
                 for i in range(repeats):
                     name = f"c{size}-{i}"
                     ref = claim_ref(
@@ -249,6 +274,7 @@ def measure(bed: TestBed, work: Path, sizes: Sequence[int], repeats: int) -> dic
                         )
                     )
                     for op, call in (("prepare", kubelet.prepare), ("unprepare", kubelet.unprepare)):
+                        clock.profiler = profiler if op == "prepare" else None
                         start = time.perf_counter()
                         answer = call([ref])
                         elapsed = (time.perf_counter() - start) * 1000
@@ -259,6 +285,8 @@ def measure(bed: TestBed, work: Path, sizes: Sequence[int], repeats: int) -> dic
                     op: {key: summary([r.get(key, 0.0) for r in samples]) for key in samples[0]}
                     for op, samples in runs.items()
                 }
+                if profiler is not None:
+                    results[str(size)]["prepare_profile"] = hottest(profiler)
         return {"repeats": repeats, "by_vfs": results}
     finally:
         if kubelet is not None:
@@ -274,7 +302,8 @@ def report(r: Mapping[str, Any]) -> None:
         f"driver prepare/unprepare through gRPC (median of {r['repeats']}, ms; real API server, fake sysfs):"
     )
     for size, ops in r["by_vfs"].items():
-        for op, phases in ops.items():
+        for op in ("prepare", "unprepare"):
+            phases = ops[op]
             trip = phases["round trip"]
             parts = ", ".join(
                 f"{k} {v['median']:.1f}"
@@ -285,19 +314,22 @@ def report(r: Mapping[str, Any]) -> None:
                 f"  {size:>2s} VF {op:9s} {trip['median']:7.1f} (p95 {trip['p95']:6.1f})  "
                 f"inside driver {phases['inside driver']['median']:.1f}: {parts}"
             )
+        for line in ops.get("prepare_profile", []):
+            print(f"    {size} VF prepare, cProfile own time (all repeats): {line}")
 
 
 def main_(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--sizes", default="1,8,32", help="VFs per claim, comma-separated (at most 40)")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--profile", type=int, default=0, help="profile the prepares of this claim size")
     opts = parser.parse_args(argv)
     sizes = [int(s) for s in opts.sizes.split(",")]
 
     def run(bed: TestBed, _tools: ToolSet, work: Path) -> None:
         # The in-process driver's routine warnings (watches cut at shutdown) are not results.
         logging.getLogger("driver").setLevel(logging.ERROR)
-        report(measure(bed, work, sizes, opts.repeats))
+        report(measure(bed, work, sizes, opts.repeats, profile=opts.profile))
 
     return standalone("bench-prepare-", run)
 

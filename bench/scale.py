@@ -13,10 +13,13 @@ Then, each in a child process so its peak RSS is its own:
   from the checkpoint first, so the scan must report exactly their shadows as orphans.
 - repair pass: the driver's own pass (sriov_dra.recovery.repair.RepairWorker over the ManagedPreparer that
   sriov_dra.app.wiring.managed_service builds on the live API), over real ResourceClaims (allocated and
-  reserved for their Pods) and their Pods: each claim and Pod re-read and checked, each shadow
-  verified, the Pod's selections and status.devices kept. Once reading each shadow by name (the
-  old pass) and once with the pass's single listing of the node's shadows; every API request of
-  the pass is counted by verb and resource. A first, unmeasured pass converges the Pods.
+  reserved for their Pods) and their Pods: each claim and Pod checked, each shadow verified, the
+  Pod's selections and status.devices kept. Once without a listing (each claim, Pod and shadow
+  read live: the per-claim path) and once with the pass's listings (this node's Pods, the claims,
+  this node's shadows, the Node: a healthy claim costs no request of its own); every API request
+  of the pass is counted by verb and resource. A first, unmeasured pass converges the Pods. With
+  the listings, a last pass runs after the selections of a few Pods were removed behind the
+  driver's back: those claims alone take the live path, and their Pods must select again.
 
 Also the checkpoint: load time of the whole file and the cost of one binding mutation (fsync'd
 atomic rewrite) with 128 bindings and at full scale. Cleanup releases every shadow through
@@ -48,30 +51,25 @@ from kubernetes import config as kube_config
 from bench.common import summary, test_bed
 from sriov_contract.binding import SourceRef
 from sriov_contract.identity import BindingIdentity
-from sriov_contract.keys import (
-    PROTOCOL_VERSION,
-)
-from sriov_dra.advertise.inventory import DeviceState
-from sriov_dra.app.wiring import managed_service
+from sriov_contract.keys import NETWORKS_ANNOTATION, PROTOCOL_VERSION
 from sriov_dra.cli.common import read_checkpoint
 from sriov_dra.core.bindingrecord import PENDING, READY, BindingRecord
 from sriov_dra.core.claimrecord import ClaimRecord, PreparedDevice, encode
 from sriov_dra.core.render import render_shadow_config
-from sriov_dra.kube.resources import KubeClaims, KubeNads, KubePolicySource, KubeShadowLister
-from sriov_dra.model import DRIVER_NAME, VirtualFunction
-from sriov_dra.prepare.host import HostPreparer
+from sriov_dra.kube.resources import KubeNads, KubeShadowLister
+from sriov_dra.model import DRIVER_NAME
 from sriov_dra.prepare.shadows import ensure_shadow, finalize_released_shadow, request_shadow_deletion
 from sriov_dra.recovery.orphans import scan
 from sriov_dra.recovery.repair import RepairWorker
-from sriov_dra.state.cdi import CdiDir
 from sriov_dra.state.checkpoint import FileStorage, PreparedClaims
-from sriov_dra.sysfs.vfdriver import SysfsVfDriver
 from tests.bed.bed import TestBed
+from tests.bed.repair_service import in_process_service
 from tests.bed.tools import ToolSet
 
 WORKERS = 8
 PODS_PER_NAMESPACE = 100
 DROPPED_CLAIMS = 5
+DRIFTED_PODS = 5
 _T = TypeVar("_T")
 _R = TypeVar("_R")
 
@@ -308,48 +306,57 @@ def _repair_pass(
     listed: bool, api: client.ApiClient, node_uid: str, read: CheckpointReader
 ) -> dict[str, Any]:
     """The driver's repair pass (RepairWorker over managed_service's ManagedPreparer), timed after
-    one unmeasured pass; `listed` takes the pass's single shadow listing, else each shadow is read."""
+    one unmeasured pass; `listed` takes the pass's listings, else each claim takes the live path."""
     records = read()
     first = (records[0].devices[0].managed_binding or {}) if records else {}
-    node_name = str(first.get("nodeName", ""))
-    inventory = {
-        d.device: VirtualFunction(d.device, d.pci_address, "0000:00:00.0", "pf0", 0)
-        for r in records
-        for d in r.devices
-    }
-    state = DeviceState(inventory)
     work = Path(tempfile.mkdtemp(prefix="bench-repair-"))
-    checkpoint = PreparedClaims(FileStorage(read.path), str(read.path))
-    host = HostPreparer(
-        node_name=node_name,
-        claims=KubeClaims(api),
-        inventory=lambda name: state.lookup(name)[0],
-        checkpoint=checkpoint,
-        cdi_specs=CdiDir(work),
-        vf_driver=SysfsVfDriver(work),
-    )
-    service = managed_service(
-        api,
-        node_name=node_name,
-        node_uid=node_uid,
-        host=host,
-        checkpoint=checkpoint,
-        state=state,
-        source=KubePolicySource(api, "default", node_name),
-    )
-    listing = service.list_shadows if listed else None
-    RepairWorker(service, checkpoint.snapshot_all, listing=listing).run_once()
+    service, checkpoint = in_process_service(api, read.path, str(first.get("nodeName", "")), node_uid, work)
+    listing = service.list_for_pass if listed else None
+    worker = RepairWorker(service, checkpoint.snapshot_all, listing=listing)
+    worker.run_once()
     counter = RequestCounter(api)
     start, cpu = time.perf_counter(), time.process_time()
-    outcomes = RepairWorker(service, checkpoint.snapshot_all, listing=listing).run_once()
-    failed = sorted({why for why in outcomes.values() if why})
-    return {
+    outcomes = worker.run_once()
+    result = {
         "pass_seconds": time.perf_counter() - start,
         "pass_cpu_seconds": time.process_time() - cpu,
         "claims": len(outcomes),
-        "failed": failed,
+        "failed": sorted({why for why in outcomes.values() if why}),
         "requests": dict(sorted(counter.counts.items())),
+        "requests_total": sum(counter.counts.values()),
     }
+    if listed:
+        result["drifted"] = _drifted_pass(api, worker, records[:DRIFTED_PODS], counter)
+    return result
+
+
+def _drifted_pass(
+    api: client.ApiClient, worker: RepairWorker, drifted: Sequence[ClaimRecord], counter: RequestCounter
+) -> dict[str, Any]:
+    """A pass after `drifted`'s Pods lost their network selections: only they take the live path."""
+    core = client.CoreV1Api(api)
+    pods = [(r.namespace, str((r.devices[0].managed_binding or {})["podName"])) for r in drifted]
+    remove = [{"op": "remove", "path": "/metadata/annotations/" + NETWORKS_ANNOTATION.replace("/", "~1")}]
+    for ns, name in pods:
+        core.patch_namespaced_pod(name, ns, remove)
+    counter.counts.clear()
+    start = time.perf_counter()
+    outcomes = worker.run_once()
+    seconds = time.perf_counter() - start
+    restored = [ns_name for ns_name in pods if NETWORKS_ANNOTATION in _annotations(core, *ns_name)]
+    if len(restored) != len(pods) or any(outcomes.values()):
+        raise SystemExit(f"repair of drifted Pods failed: {len(restored)}/{len(pods)} restored, {outcomes}")
+    return {
+        "claims": len(drifted),
+        "pass_seconds": seconds,
+        "requests": dict(sorted(counter.counts.items())),
+        "requests_total": sum(counter.counts.values()),
+    }
+
+
+def _annotations(core: client.CoreV1Api, namespace: str, name: str) -> dict[str, str]:
+    meta = core.read_namespaced_pod(name, namespace).metadata
+    return dict((meta.annotations if meta is not None else None) or {})
 
 
 def repair_pass_get(api: client.ApiClient, node_uid: str, read: CheckpointReader) -> dict[str, Any]:
@@ -520,8 +527,8 @@ def report(r: Mapping[str, Any]) -> None:
     )
     for key, what in (
         ("orphan_scan", "orphan scan (list + correlate)"),
-        ("repair_pass", "repair pass (GET each shadow)"),
-        ("repair_pass_listed", "repair pass (one shadow listing)"),
+        ("repair_pass", "repair pass (per-claim live reads)"),
+        ("repair_pass_listed", "repair pass (one listing each)"),
     ):
         s = r[key]
         print(
@@ -533,8 +540,13 @@ def report(r: Mapping[str, Any]) -> None:
         s = r[key]
         print(
             f"  {key}: {s['claims']} claims, failed {s['failed']}; the pass alone {s['pass_seconds']:.2f} s "
-            f"({s['pass_cpu_seconds']:.2f} s our CPU); requests {s['requests']}"
+            f"({s['pass_cpu_seconds']:.2f} s our CPU); {s['requests_total']} requests {s['requests']}"
         )
+    d = r["repair_pass_listed"]["drifted"]
+    print(
+        f"  repair pass with {d['claims']} drifted Pods (selections removed): {d['pass_seconds']:.2f} s, "
+        f"{d['requests_total']} requests {d['requests']}; every drifted Pod selects again"
+    )
     for line in r["orphan_scan"].get("hottest", []):
         print(f"    hottest (cProfile, own time): {line}")
     print(

@@ -65,6 +65,18 @@ class ShadowLister(Protocol):
 
 
 @runtime_checkable
+class PodLister(Protocol):
+    def list_node_pods(self, node_name: str) -> Iterable[dict[str, Any]]:
+        """The Pods bound to this node as one consistent listing, possibly streamed."""
+
+
+@runtime_checkable
+class ClaimLister(Protocol):
+    def list_claims(self) -> Iterable[Mapping[str, Any]]:
+        """Every ResourceClaim as one consistent listing, possibly streamed."""
+
+
+@runtime_checkable
 class EventSink(Protocol):
     def create_event(self, namespace: str, body: Mapping[str, Any]) -> None: ...
 

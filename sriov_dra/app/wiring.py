@@ -108,6 +108,8 @@ def managed_service(
         observer=observer or NULL_OBSERVER,
         device_status=DeviceStatusWriter(claims),
         shadow_lister=KubeShadowLister(api),
+        pod_lister=pods,
+        claim_lister=claims,
     )
 
 
@@ -130,7 +132,7 @@ def start_repair(
         interval=interval,
         observer=observer,
         metrics=metrics,
-        listing=service.list_shadows,
+        listing=service.list_for_pass,
     )
     outcomes = worker.run_once()
     failed = {uid: why for uid, why in outcomes.items() if why}

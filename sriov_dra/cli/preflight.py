@@ -55,7 +55,7 @@ def _rights(verbs: str, group: str, resource: str, subresource: str = "", namesp
 
 # Every call the driver makes (deploy/driver-rbac.yaml grants exactly these).
 DRIVER_RIGHTS: Final = (
-    _rights("get patch", "", "pods")
+    _rights("get list patch", "", "pods")
     + _rights("get list watch create patch delete", NAD_GROUP, "network-attachment-definitions")
     + _rights("create patch", "", "events")
     + _rights("get list watch", "", "nodes")

@@ -51,6 +51,12 @@ class KubeClaims:
         path = f"{self._path(namespace, name)}/status"
         return _json_patch(self._api, path, f"ResourceClaim {namespace}/{name} status", ops)
 
+    def list_claims(self) -> Iterator[dict[str, Any]]:
+        """Every ResourceClaim in one request: a claim has no field naming its node, and one
+        cluster-wide list is cheaper for the API server than one per namespace."""
+        path = f"/apis/{DRA_GROUP}/{DRA_VERSION}/resourceclaims"
+        return list_streamed(self._api, path, "ResourceClaims", [])
+
     def get_claim(self, namespace: str, name: str) -> Mapping[str, Any]:
         what = f"ResourceClaim {namespace}/{name}"
         claim = _request(
@@ -136,6 +142,7 @@ def _json_patch(api: client.ApiClient, path: str, what: str, ops: list[dict[str,
 
 
 _BLANK: Final = re.compile(r"[ \t\n\r]*")
+_NUMBER_TAIL: Final = re.compile(r"[0-9.eE+-]*")
 _DECODER: Final = json.JSONDecoder()
 
 
@@ -185,8 +192,9 @@ class _Text:
                 if not self.refill():
                     raise
                 continue
-            # A value ending exactly at the end of the text may go on in the next chunk (12|34).
-            if end < len(self.buf) or not self.refill():
+            # A number may go on in the next chunk (12|34, 12.|5, 1e|5): only what follows it here
+            # (a blank, a comma or a bracket) proves it ended.
+            if _NUMBER_TAIL.match(self.buf, end).end() < len(self.buf) or not self.refill():  # type: ignore[union-attr]
                 self.pos = end
                 return value
 
@@ -274,6 +282,14 @@ class KubePods:
     def patch_pod(self, namespace: str, name: str, ops: list[dict[str, Any]]) -> dict[str, Any]:
         path = f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}"
         return _json_patch(self._api, path, f"Pod {namespace}/{name}", ops)
+
+    def list_node_pods(self, node_name: str) -> Iterator[dict[str, Any]]:
+        return list_streamed(
+            self._api,
+            "/api/v1/pods",
+            f"Pods on {node_name}",
+            [("fieldSelector", f"spec.nodeName={node_name}")],
+        )
 
 
 class KubeNads:

@@ -212,6 +212,10 @@ class ConsumerResolver:
         self._node_uid = node_uid
         self._live_node_uid = live_node_uid
 
+    def live_node_uid(self) -> str:
+        """The Node's UID as the API server has it now."""
+        return self._live_node_uid()
+
     def resolve(self, claim: Mapping[str, Any]) -> Consumer:
         pod_name, pod_uid = check_claim_envelope(claim)
         namespace = str(claim["metadata"]["namespace"])
@@ -221,7 +225,7 @@ class ConsumerResolver:
                 reasons.POD_NOT_FOUND, claim, f"its reserved Pod {namespace}/{pod_name} does not exist"
             )
         check_pod(pod, claim, pod_uid, self._node_name)
-        live = self._live_node_uid()
+        live = self.live_node_uid()
         if live != self._node_uid:
             raise _refuse(
                 reasons.NODE_REPLACED,

@@ -117,9 +117,7 @@ class DeviceStatusWriter:
         stamp = self._now().strftime("%Y-%m-%dT%H:%M:%SZ")
 
         def wanted(current: Mapping[str, Any]) -> list[dict[str, Any]]:
-            generation = int((current.get("metadata") or {}).get("generation") or 0)
-            desired = [desired_entry(r, generation=generation, now=stamp) for r in reports]
-            return merge_device_status(_devices(current), desired)
+            return _merged(current, reports, stamp)
 
         try:
             written = self._converge(claim, wanted)
@@ -133,6 +131,16 @@ class DeviceStatusWriter:
         else:
             self._quiet_until.pop(uid, None)
         return written
+
+    def would_write(self, claim: Mapping[str, Any], reports: Sequence[DeviceReport]) -> bool:
+        """Whether a patient publish of `reports` would write `claim` as read (no request)."""
+        uid = str((claim.get("metadata") or {}).get("uid"))
+        if self._clock() < self._quiet_until.get(uid, 0.0):
+            return False
+        try:
+            return _merged(claim, reports, "") != _devices(claim)
+        except ReasonedError:
+            return True  # publish reports it
 
     def withdraw(self, namespace: str, name: str, uid: str, keys: Collection[StatusKey]) -> bool:
         """Remove this driver's entries `keys` from the claim, if it is still claim `uid`."""
@@ -192,6 +200,12 @@ def _explained(error: ApiError, namespace: str, name: str) -> ApiError:
         "is; networking does not depend on this status",
         status=error.status,
     )
+
+
+def _merged(claim: Mapping[str, Any], reports: Sequence[DeviceReport], stamp: str) -> list[dict[str, Any]]:
+    generation = int((claim.get("metadata") or {}).get("generation") or 0)
+    desired = [desired_entry(r, generation=generation, now=stamp) for r in reports]
+    return merge_device_status(_devices(claim), desired)
 
 
 def _devices(claim: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -17,6 +17,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from functools import partial
 from typing import Any, Final, TypeVar
 
 from sriov_contract.binding import SourceRef
@@ -34,6 +37,7 @@ from sriov_dra.core.bindingrecord import (
 )
 from sriov_dra.core.claimrecord import ClaimRecord
 from sriov_dra.core.interfaceplan import AllocatedDevice, plan_interfaces
+from sriov_dra.core.passdrift import HEALTHY, PassListing, by_uid, drift, own_bindings, ready_bindings
 from sriov_dra.core.render import render_shadow_config
 from sriov_dra.core.selection import merge_managed_selections
 from sriov_dra.core.shadowmatch import ShadowIndex, converged, index_shadows
@@ -41,7 +45,7 @@ from sriov_dra.core.template import NamespacedName, resolve_template
 from sriov_dra.kubeletplugin.api import ClaimRef, DeviceResult, PrepareOutcome
 from sriov_dra.model import DRIVER_NAME, USERSPACE_DRIVERS
 from sriov_dra.observe.events import NULL_OBSERVER, PhaseObserver
-from sriov_dra.ports import NadClient, PodClient, ShadowLister
+from sriov_dra.ports import ClaimLister, NadClient, PodClient, PodLister, ShadowLister
 from sriov_dra.prepare.consumer import Consumer, ConsumerError, ConsumerResolver, check_new_consumer
 from sriov_dra.prepare.crashpoints import crash_point
 from sriov_dra.prepare.devicestatus import DeviceStatusWriter, ready_reports
@@ -67,6 +71,9 @@ _OTHER_CLAIM_TEMPLATE: Final = NamespacedName("", "")
 _DRY_RUN_UID: Final = "00000000-0000-0000-0000-000000000000"
 # The pseudo-phase reported once a released claim is forgotten.
 RELEASED: Final = "Released"
+# Shadow requests of one claim in flight at once: enough to hide the API round trip, few enough
+# for the client's connection pool and a busy API server.
+SHADOW_WORKERS: Final = 8
 # The operation a failed status.devices write is reported under (events, metrics).
 DEVICE_STATUS: Final = "device-status"
 
@@ -92,6 +99,8 @@ class ManagedPreparer:
         observer: PhaseObserver = NULL_OBSERVER,
         device_status: DeviceStatusWriter | None = None,
         shadow_lister: ShadowLister | None = None,
+        pod_lister: PodLister | None = None,
+        claim_lister: ClaimLister | None = None,
     ) -> None:
         self._host = host
         self._resolver = resolver
@@ -106,6 +115,8 @@ class ManagedPreparer:
         self._observer = observer
         self._device_status = device_status
         self._shadow_lister = shadow_lister
+        self._pod_lister = pod_lister
+        self._claim_lister = claim_lister
 
     # -- NodeService ---------------------------------------------------------------------------
 
@@ -127,25 +138,37 @@ class ManagedPreparer:
 
     # -- repair (spec 8.3: converge without kubelet; only kubelet starts a release) ------------
 
-    def list_shadows(self) -> ShadowIndex | None:
-        """This node's shadows as one listing for a repair pass, or None (no lister, or the listing
-        failed: every binding then reads its shadow as it would without one)."""
-        if self._shadow_lister is None:
-            return None
-        try:
-            return index_shadows(self._shadow_lister.list_shadows(self._node_uid))
-        except ReasonedError as exc:
-            log.warning("repair pass reads each shadow: listing this node's shadows failed: %s", exc)
-            return None
+    def list_for_pass(self) -> PassListing:
+        """One repair pass's listings: this node's shadows, its Pods, the claims and the Node's UID.
 
-    def repair_claim(self, claim_uid: str, listed: ShadowIndex | None = None) -> None:
+        Each is one consistent read (no resourceVersion); one that is not configured or fails is
+        left out, and every claim then takes the live path as it would without it.
+        """
+        listing = PassListing(shadows=None, ready=ready_bindings(self._checkpoint.snapshot_all()))
+        shadows, pods, claims = self._shadow_lister, self._pod_lister, self._claim_lister
+        if shadows is not None:
+            index = _listed(
+                "this node's shadows", lambda: index_shadows(shadows.list_shadows(self._node_uid))
+            )
+            listing = replace(listing, shadows=index)
+        if pods is not None and claims is not None:
+            listing = replace(
+                listing,
+                pods=_listed("this node's Pods", lambda: by_uid(pods.list_node_pods(self._node_name))),
+                claims=_listed("the ResourceClaims", lambda: by_uid(claims.list_claims())),
+                node_uid=_listed("the Node", self._resolver.live_node_uid),
+            )
+        return listing
+
+    def repair_claim(self, claim_uid: str, listed: PassListing | None = None) -> None:
         """One repair pass over a checkpointed claim, under the same locks as kubelet's calls.
 
         A release phase records kubelet's earlier authorization, so its release resumes (a
         ReleaseComplete record redoes only API work). An active binding is repaired forward from
         its frozen bytes only while its Pod, claim, allocation and node are still the recorded
         ones; any difference stops repair and never releases hardware: that is kubelet's call.
-        A shadow `listed` exactly as recorded costs no read; any other is read and repaired live.
+        A claim the pass's listing shows healthy costs no request; any other takes the live path,
+        where a shadow `listed` exactly as recorded still costs no read and the rest is read live.
         """
         recorded = self._checkpoint.snapshot_claim(claim_uid)
         if recorded is None or "" in phases_of(recorded):
@@ -153,6 +176,8 @@ class ManagedPreparer:
         if phases_of(recorded) & RELEASE_PHASES:
             with self.locks.claim_then_pod(claim_uid, recorded.pod_uid):
                 self.release_managed_claim(claim_uid)
+            return
+        if listed is not None and self._healthy(recorded, listed):
             return
         ref = ClaimRef(recorded.namespace, recorded.name, claim_uid)
         claim = self._host.fetch_claim(ref)
@@ -164,8 +189,28 @@ class ManagedPreparer:
             current = self._checkpoint.snapshot_claim(claim_uid)
             if current is None or phases_of(current) & RELEASE_PHASES:
                 return  # kubelet's release got the locks first
-            self.ensure_managed_bindings(consumer, ref, listed)
+            self.ensure_managed_bindings(consumer, ref, None if listed is None else listed.shadows)
             self._report_devices(ref, claim, consumer, patient=True)
+
+    def _healthy(self, recorded: ClaimRecord, listed: PassListing) -> bool:
+        """Nothing the live path would write: the listed objects and the claim's status.devices."""
+        why = drift(recorded, listed, node_name=self._node_name, node_uid=self._node_uid)
+        if why == HEALTHY and self._device_status is not None:
+            claim = (listed.claims or {})[recorded.claim_uid]  # drift has seen both
+            pod = (listed.pods or {})[recorded.pod_uid]
+            reports = ready_reports(own_bindings(listed, recorded), pod)
+            why = (
+                "its status.devices is behind" if self._device_status.would_write(claim, reports) else HEALTHY
+            )
+        if why != HEALTHY:
+            log.debug(
+                "claim %s/%s (%s) takes the live path: %s",
+                recorded.namespace,
+                recorded.name,
+                recorded.claim_uid,
+                why,
+            )
+        return why == HEALTHY
 
     # -- prepare -------------------------------------------------------------------------------
 
@@ -365,15 +410,40 @@ class ManagedPreparer:
             self._observer.phase(recorded, phase)
 
     def _ensure_shadows(self, recorded: ClaimRecord, listed: ShadowIndex | None) -> list[BindingRecord]:
-        return [self._ensure_one(recorded.claim_uid, d.device, b, listed) for d, b in records_of(recorded)]
+        """Ensure every shadow of the claim, the missing ones created in parallel; then persist every
+        newly observed UID in one checkpoint write. A failure keeps what the others achieved: their
+        UIDs are persisted before the first failure (in plan order) is raised."""
+        claim_uid = recorded.claim_uid
+        bindings = [(d.device, b) for d, b in records_of(recorded)]
+        todo = [
+            (device, b)
+            for device, b in bindings
+            if listed is None or not converged(listed.get((b.pod_namespace, b.shadow_name)), b)
+        ]
+        outcomes = _in_parallel([partial(self._ensure_one, claim_uid, d, b) for d, b in todo])
+        if todo:
+            crash_point("prepare-created")
+        ensured = dict(bindings)
+        observed: dict[str, BindingRecord] = {}
+        for (device, _binding), outcome in zip(todo, outcomes, strict=True):
+            if isinstance(outcome, Exception):
+                continue
+            current, uid = outcome
+            if uid and uid != current.shadow_uid:
+                # Created, or adopted after the full identity check: the UID must be persisted.
+                current = observed[device] = current.with_shadow_uid(uid)
+            ensured[device] = current
+        if observed:
+            self._checkpoint.update_managed_bindings(claim_uid, {d: b.to_json() for d, b in observed.items()})
+        if todo:
+            crash_point("prepare-shadow")
+        failed = next((o for o in outcomes if isinstance(o, Exception)), None)
+        if failed is not None:
+            raise failed
+        return [ensured[device] for device, _b in bindings]
 
-    def _ensure_one(
-        self, claim_uid: str, device: str, binding: BindingRecord, listed: ShadowIndex | None
-    ) -> BindingRecord:
-        if listed is not None and converged(
-            listed.get((binding.pod_namespace, binding.shadow_name)), binding
-        ):
-            return binding
+    def _ensure_one(self, claim_uid: str, device: str, binding: BindingRecord) -> tuple[BindingRecord, str]:
+        """The binding as it now stands (a vanished shadow's UID forgotten) and its shadow's UID."""
         current = binding
 
         def forget(old: BindingRecord) -> BindingRecord:
@@ -384,10 +454,7 @@ class ManagedPreparer:
             return current
 
         uid = ensure_shadow(self._nads, binding, forget)
-        crash_point("prepare-created")
-        observed = self._observed(claim_uid, device, current, uid)
-        crash_point("prepare-shadow")
-        return observed
+        return current, uid
 
     def _observed(self, claim_uid: str, device: str, binding: BindingRecord, uid: str) -> BindingRecord:
         """Persist a newly observed shadow UID (created, or adopted after the full identity check)."""
@@ -472,6 +539,30 @@ class ManagedPreparer:
         crash_point("unprepare-finalized")
         self._checkpoint.remove_claim(claim_uid)
         self._observer.phase(recorded, RELEASED)
+
+
+def _in_parallel(calls: Sequence[Callable[[], _T]]) -> list[_T | Exception]:
+    """Each call's result or exception, in order; at most SHADOW_WORKERS run at once (one runs
+    inline: a single shadow is not worth a thread)."""
+
+    def run(call: Callable[[], _T]) -> _T | Exception:
+        try:
+            return call()
+        except Exception as exc:
+            return exc
+
+    if len(calls) <= 1:
+        return [run(c) for c in calls]
+    with ThreadPoolExecutor(min(SHADOW_WORKERS, len(calls)), thread_name_prefix="shadow") as pool:
+        return list(pool.map(run, calls))
+
+
+def _listed(what: str, read: Callable[[], _T]) -> _T | None:
+    try:
+        return read()
+    except ReasonedError as exc:
+        log.warning("repair pass reads each claim live: listing %s failed: %s", what, exc)
+        return None
 
 
 def _check_repairable(recorded: ClaimRecord, consumer: Consumer, allocated: Sequence[Allocated]) -> None:

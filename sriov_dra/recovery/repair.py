@@ -8,8 +8,10 @@ kubelet never interleave on one claim. A claim that fails is retried with expone
 a broken API server or a stuck object costs a bounded number of calls, and the same failure is
 logged and reported once per streak rather than on every pass.
 
-Given a listing, a pass starts with one list of this node's shadows, so a healthy binding costs no
-read of its shadow; the listing belongs to that pass alone and is never used by kubelet's calls.
+Given a listing, a pass starts with one list each of this node's shadows, this node's Pods and the
+ResourceClaims (and one read of the Node), so a healthy claim costs no request of its own and a
+pass a handful in all; a claim the listing shows drifted takes the live path alone. The listing
+belongs to that pass and is never used by kubelet's calls.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from sriov_dra import reasons
 from sriov_dra.apierrors import ApiError
 from sriov_dra.core.backoff import backoff, jittered
 from sriov_dra.core.claimrecord import ClaimRecord
-from sriov_dra.core.shadowmatch import ShadowIndex
+from sriov_dra.core.passdrift import PassListing
 from sriov_dra.kubeletplugin.api import ClaimRef
 from sriov_dra.observe.events import NULL_OBSERVER, PhaseObserver
 
@@ -45,7 +47,7 @@ BACKING_OFF: Final = "BackingOff"
 
 
 class ClaimRepairer(Protocol):
-    def repair_claim(self, claim_uid: str, listed: ShadowIndex | None = None) -> None: ...
+    def repair_claim(self, claim_uid: str, listed: PassListing | None = None) -> None: ...
 
 
 @dataclass
@@ -66,7 +68,7 @@ class RepairWorker:
         metrics: DriverMetrics | None = None,
         clock: Callable[[], float] = time.monotonic,
         rand: Callable[[], float] = random.random,
-        listing: Callable[[], ShadowIndex | None] | None = None,
+        listing: Callable[[], PassListing] | None = None,
     ) -> None:
         self._service = service
         self._snapshot = snapshot
@@ -100,7 +102,7 @@ class RepairWorker:
             self._metrics.repair_seconds.observe(self._clock() - started)
         return outcomes
 
-    def _repair(self, record: ClaimRecord, now: float, listed: ShadowIndex | None) -> str:
+    def _repair(self, record: ClaimRecord, now: float, listed: PassListing | None) -> str:
         streak = self._streaks.get(record.claim_uid)
         if streak is not None and now < streak.retry_at:
             return BACKING_OFF

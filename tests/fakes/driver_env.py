@@ -110,6 +110,8 @@ class Env:
             eligible_attributes=self.eligible.get,
             sleep=self.sleeps.append,
             shadow_lister=self.api,
+            pod_lister=self.api,
+            claim_lister=self.api,
         )
 
     # -- objects -------------------------------------------------------------------------------

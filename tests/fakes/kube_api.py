@@ -170,6 +170,20 @@ class FakeApi:
     def patch_nad(self, namespace: str, name: str, ops: list[Obj]) -> Obj:
         return self._call("patch", "nads", name, lambda: self._patch("nads", namespace, name, ops))
 
+    def list_node_pods(self, node_name: str) -> list[Obj]:
+        return self._list("pods", lambda o: (o.get("spec") or {}).get("nodeName") == node_name)
+
+    def list_claims(self) -> list[Obj]:
+        return self._list("claims", lambda o: True)
+
+    def _list(self, kind: str, keep: Callable[[Obj], bool]) -> list[Obj]:
+        def listing() -> list[Obj]:
+            return [
+                copy.deepcopy(o) for (k, _ns, _n), o in sorted(self.objects.items()) if k == kind and keep(o)
+            ]
+
+        return self._call("list", kind, "*", listing)
+
     # -- ShadowLister --------------------------------------------------------------------------
 
     def list_shadows(self, node_uid: str) -> list[Obj]:

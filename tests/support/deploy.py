@@ -72,7 +72,7 @@ POLICY = "sriovnetwork.k8snetworkplumbingwg.io"
 
 DRIVER_NEEDS: frozenset[Permission] = frozenset(
     # Spec 12.3: verify the consuming Pod and merge its selections; no update, delete or finalizers.
-    _each("get patch", "", "pods")
+    _each("get list patch", "", "pods")
     # Spec 12.3: source reads, shadow create / finalizer patch / delete, all-namespace orphan list.
     | _each("get list watch create patch delete", NAD, "network-attachment-definitions")
     # Spec 18.2: Events on Pods and claims; spec 8.3: a shadow watch wakes the repair worker.
@@ -130,7 +130,8 @@ CNI_NEEDS: frozenset[Permission] = frozenset(
 
 FORBIDDEN: Mapping[str, frozenset[Permission]] = {
     DRIVER_SA: frozenset(
-        _each("delete update create list", "", "pods")
+        # It lists Pods (the repair pass, by spec.nodeName), but never changes one except by patch.
+        _each("delete update create", "", "pods")
         | _each("update", "", "pods", "finalizers")
         | _each("update", NAD, "network-attachment-definitions")
         | _each("get list", "", "secrets")

@@ -4,6 +4,8 @@ and tests/bed/managed_driver.py for what they hand out).
 - ``driver_crds`` (session): our CRDs, established, readable by the bed's ``driver`` identity.
 - ``agent``: an unstarted plain-mode ``Agent`` in the test's namespace; its slices are removed after.
 - ``shipped_rbac_identity`` (session): the driver's ServiceAccount identity under deploy/driver-rbac.yaml.
+- ``node_bound_kubeconfig`` (session): that ServiceAccount's token bound to a Pod on the bed's node,
+  as a DaemonSet Pod's projected token is (what `associated-node:` verbs, status.devices, need).
 - ``classes`` (session): the managed suites' DeviceClasses (``Classes``).
 - ``policies``: per-test policy objects in the driver namespace (``Policies``), removed after.
 - ``managed_agent``: an unstarted managed-mode ``ManagedAgent`` under the shipped RBAC.
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -63,6 +66,20 @@ def shipped_rbac_identity(testbed: TestBed) -> str:
     from tests.bed.managed_driver import issue_shipped_rbac_identity  # noqa: PLC0415 - see module docstring
 
     return issue_shipped_rbac_identity(testbed)
+
+
+@pytest.fixture(scope="session")
+def node_bound_kubeconfig(
+    testbed: TestBed, shipped_rbac_identity: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Path]:
+    from tests.bed.bound_token import node_bound_kubeconfig as bound  # noqa: PLC0415 - see module docstring
+    from tests.support.deploy import DRIVER_NAMESPACE, DRIVER_SA  # noqa: PLC0415 - see module docstring
+
+    token = bound(
+        testbed, DRIVER_NAMESPACE, DRIVER_SA, tmp_path_factory.mktemp("bound-token") / "driver.json"
+    )
+    yield token.kubeconfig
+    token.revoke(testbed)
 
 
 @pytest.fixture(scope="session")

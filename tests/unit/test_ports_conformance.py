@@ -43,6 +43,8 @@ CONFORMS: list[tuple[type, Any]] = [
     (drv.PodClient, kube.KubePods),
     (drv.NadClient, kube.KubeNads),
     (drv.ShadowLister, kube.KubeShadowLister),
+    (drv.PodLister, kube.KubePods),
+    (drv.ClaimLister, kube.KubeClaims),
     (drv.EventSink, kube.KubeEvents),
     (drv.SliceApi, kube.KubeSlices),
     (drv.PolicySource, kube.KubePolicySource),
@@ -53,6 +55,8 @@ CONFORMS: list[tuple[type, Any]] = [
     (drv.PodClient, kube_api.FakeApi),
     (drv.NadClient, kube_api.FakeApi),
     (drv.ShadowLister, kube_api.FakeApi),
+    (drv.PodLister, kube_api.FakeApi),
+    (drv.ClaimLister, kube_api.FakeApi),
     (drv.ClaimReader, driver_env.Claims),
     # CNI adapters
     (cni.Executor, ProcessExecutor),

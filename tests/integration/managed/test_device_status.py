@@ -9,8 +9,6 @@ another shows that a refused status write still prepares."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,7 +19,6 @@ from sriov_dra.kube.resources import KubeClaims
 from tests.bed.apiobjects import present
 from tests.bed.audit import AuditEvent
 from tests.bed.bed import TestBed
-from tests.bed.bound_token import node_bound_kubeconfig as node_bound_kubeconfig_for
 from tests.bed.claims import (
     RESOURCE_API,
     allocated_claim,
@@ -38,16 +35,6 @@ from tests.support.deploy import DRIVER_NAMESPACE, DRIVER_SA, service_account_us
 pytestmark = [pytest.mark.integration, pytest.mark.netns, pytest.mark.usefixtures("released_workloads")]
 
 GPU_DRIVER = "gpu.nvidia.com"
-
-
-@pytest.fixture(scope="session")
-def node_bound_kubeconfig(testbed, shipped_rbac_identity, tmp_path_factory) -> Iterator[Path]:
-    """The driver ServiceAccount's token bound to a Pod on the bed's node: what a DaemonSet Pod's
-    projected token is, and what `associated-node:` verbs require."""
-    path = tmp_path_factory.mktemp("bound-token") / "driver.json"
-    token = node_bound_kubeconfig_for(testbed, DRIVER_NAMESPACE, DRIVER_SA, path)
-    yield token.kubeconfig
-    token.revoke(testbed)
 
 
 def gpu_and_vf_claim(testbed, ns: str, classes, name: str) -> dict[str, Any]:

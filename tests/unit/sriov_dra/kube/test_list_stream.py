@@ -51,10 +51,12 @@ def test_items_match_a_whole_document_decode_however_the_bytes_are_cut(
     assert list(stream_items(chunked(data, cuts))) == json.loads(data)["items"]
 
 
-def test_a_number_cut_at_a_chunk_end_is_read_whole() -> None:
-    data = b'{"items":[12345],"n":678}'
+@pytest.mark.parametrize("number", [b"12345", b"173722111.0", b"-1.5e-3", b"2E+10"])
+def test_a_number_cut_anywhere_at_a_chunk_end_is_read_whole(number: bytes) -> None:
+    """Also right after its point or exponent sign, where its first part alone is valid JSON."""
+    data = b'{"items":[' + number + b'],"n":' + number + b"}"
     for cut in range(1, len(data)):
-        assert list(stream_items([data[:cut], data[cut:]])) == [12345]
+        assert list(stream_items([data[:cut], data[cut:]])) == [json.loads(number)]
 
 
 @pytest.mark.parametrize("doc", [b'{"kind":"List"}', b'{"items":null}', b'{"items":[]}', b" {} \n"])

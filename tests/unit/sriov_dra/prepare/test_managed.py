@@ -415,3 +415,21 @@ def test_claim_with_only_foreign_devices_prepares_and_releases_without_api_write
     assert out.error == "" and out.devices == ()
     assert env.unprepare(ref) == ""
     assert [w for w in env.api.writes if w[1] == "nads"] == [] and env.checkpoint.snapshot_all() == []
+
+
+def test_shadows_made_before_a_failed_create_keep_their_uids_and_a_retry_makes_only_the_rest(
+    env: Env,
+) -> None:
+    vfs = [VF1, VF2, "0000-17-00-3"]
+    pod, ref = env.pod_with_claim(vfs, [vf_config(netAttachDefName="rail-a")])
+    env.api.fail("create", "nads", Fault(500))
+    assert env.prepare(ref).error != ""
+    made = {s["metadata"]["name"]: s["metadata"]["uid"] for s in env.shadows()}
+    assert len(made) == len(vfs) - 1
+    # The created shadows' UIDs are in the checkpoint (one write for all), the failed one has none.
+    recorded = [managed_binding(env.checkpoint, ref.uid, i)["shadowUID"] for i in range(len(vfs))]
+    assert sorted(u for u in recorded if u) == sorted(made.values()) and recorded.count("") == 1
+    env.api.writes.clear()
+    assert env.prepare(ref).error == ""
+    assert [(v, k) for v, k, _ in env.api.writes] == [("create", "nads"), ("patch", "pods")]
+    assert len(env.networks(pod)) == len(vfs) and env.phases(ref.uid) == ["Ready"] * len(vfs)

@@ -3,8 +3,11 @@ own, and every other one takes the live read-and-repair path exactly as without 
 
 from __future__ import annotations
 
+import json
+
 from sriov_contract.keys import PROTECTION_FINALIZER
-from sriov_dra.core.shadowmatch import ShadowIndex, index_shadows
+from sriov_dra.core.passdrift import PassListing
+from sriov_dra.core.shadowmatch import index_shadows
 from sriov_dra.kubeletplugin.api import ClaimRef
 from sriov_dra.recovery.repair import RepairWorker
 from tests.fakes.driver_env import NODE_UID, NS, Env, vf_config
@@ -24,7 +27,7 @@ def prepared(env: Env) -> tuple[ClaimRef, str, list[Obj]]:
 
 
 def listing_worker(env: Env) -> RepairWorker:
-    return RepairWorker(env.service, env.checkpoint.snapshot_all, listing=env.service.list_shadows)
+    return RepairWorker(env.service, env.checkpoint.snapshot_all, listing=env.service.list_for_pass)
 
 
 def shadow_gets(env: Env) -> list[str]:
@@ -108,10 +111,10 @@ def test_a_stale_listing_is_corrected_by_the_next_pass(env: Env) -> None:
     taken = index_shadows(env.api.list_shadows(NODE_UID))
     gone = shadows[0]["metadata"]["name"]
     del env.api.objects[("nads", NS, gone)]
-    snapshots: list[ShadowIndex] = [taken]
+    snapshots = [PassListing(shadows=taken)]
 
-    def listing() -> ShadowIndex | None:
-        return snapshots.pop() if snapshots else env.service.list_shadows()
+    def listing() -> PassListing:
+        return snapshots.pop() if snapshots else env.service.list_for_pass()
 
     worker = RepairWorker(env.service, env.checkpoint.snapshot_all, listing=listing)
     assert worker.run_once() == {uid: ""}
@@ -133,3 +136,31 @@ def _bindings(env: Env, claim_uid: str) -> list[dict[str, str]]:
     record = env.checkpoint.snapshot_claim(claim_uid)
     assert record is not None
     return [dict(d.managed_binding or {}) for d in record.devices]
+
+
+def test_a_healthy_claim_costs_only_the_passs_listings(env: Env) -> None:
+    _pod, uid, _shadows = prepared(env)
+    assert listing_worker(env).run_once() == {uid: ""}
+    assert sorted(env.api.reads) == [("list", "claims", "*"), ("list", "nads", "*"), ("list", "pods", "*")]
+    assert env.api.writes == []
+
+
+def test_a_pod_missing_its_selections_takes_the_live_path_alone(env: Env) -> None:
+    _ref, uid, _shadows = prepared(env)
+    other_pod = env.pod("other", claims=[{"name": "vfs", "resourceClaimName": "d"}])
+    other = env.claim("d", other_pod, ["0000-17-00-3"], [vf_config(netAttachDefName="rail-a")])
+    assert env.prepare(other).error == ""
+    untouched = env.api.stored("pods", NS, "other")
+    del env.api.objects[("pods", NS, "pod")]["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"]
+    env.api.reads.clear()
+    env.api.writes.clear()
+    assert listing_worker(env).run_once() == {uid: "", other.uid: ""}
+    # The drifted claim's live path: its Pod read by the consumer check and again before the patch.
+    gets = [(kind, name) for verb, kind, name in env.api.reads if verb == "get"]
+    assert gets == [("pods", "pod"), ("pods", "pod")]
+    assert env.api.writes == [("patch", "pods", "pod")]
+    names = json.loads(
+        env.api.stored("pods", NS, "pod")["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"]
+    )
+    assert len(names) == len(VFS)
+    assert env.api.stored("pods", NS, "other") == untouched

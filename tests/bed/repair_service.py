@@ -1,0 +1,50 @@
+"""The driver's managed service built in this process over a checkpoint file, as
+sriov_dra.app.wiring.managed_service builds it on the live API: for repair passes a test or a
+benchmark drives itself (its listing timed, counted or made stale on purpose). Repair needs no
+hardware step, so the VFs are stand-ins named by the checkpoint and the sysfs root is empty."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kubernetes import client
+
+from sriov_dra.advertise.inventory import DeviceState
+from sriov_dra.app.wiring import managed_service
+from sriov_dra.kube.resources import KubeClaims, KubePolicySource
+from sriov_dra.model import VirtualFunction
+from sriov_dra.prepare.host import HostPreparer
+from sriov_dra.prepare.managed import ManagedPreparer
+from sriov_dra.state.cdi import CdiDir
+from sriov_dra.state.checkpoint import FileStorage, PreparedClaims
+from sriov_dra.sysfs.vfdriver import SysfsVfDriver
+
+
+def in_process_service(
+    api: client.ApiClient, checkpoint_path: Path, node_name: str, node_uid: str, work: Path
+) -> tuple[ManagedPreparer, PreparedClaims]:
+    checkpoint = PreparedClaims(FileStorage(checkpoint_path), str(checkpoint_path))
+    inventory = {
+        d.device: VirtualFunction(d.device, d.pci_address, "0000:00:00.0", "pf0", 0)
+        for r in checkpoint.snapshot_all()
+        for d in r.devices
+    }
+    state = DeviceState(inventory)
+    host = HostPreparer(
+        node_name=node_name,
+        claims=KubeClaims(api),
+        inventory=lambda name: state.lookup(name)[0],
+        checkpoint=checkpoint,
+        cdi_specs=CdiDir(work),
+        vf_driver=SysfsVfDriver(work),
+    )
+    service = managed_service(
+        api,
+        node_name=node_name,
+        node_uid=node_uid,
+        host=host,
+        checkpoint=checkpoint,
+        state=state,
+        source=KubePolicySource(api, "default", node_name),
+    )
+    return service, checkpoint
