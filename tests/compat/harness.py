@@ -52,6 +52,8 @@ EVENT_REASONS = ("AddedInterface", "NoNetworkFound")
 # a case that compares Events polls this long for them to land.
 EVENT_WAIT = 3.0
 CALL_TIMEOUT = 90.0
+UNTYPED_CODE = 999  # Go's skel for an error that is not a *types.Error
+WELL_KNOWN_CODES = range(1, 100)  # the CNI spec reserves 1-99 for its well-known errors
 DAEMON_CNI_VERSION = "1.0.0"
 
 
@@ -544,8 +546,9 @@ def normalise(value: Any, replacements: Mapping[str, str]) -> Any:
 # ---------------------------------------------------------------------- comparing
 
 
-def compare(case: Case, multus_obs: Observation, ours: Observation) -> list[str]:
-    """What differs, one line per point (empty: the same)."""
+def compare(case: Case, multus_obs: Observation, ours: Observation, *, spec_codes: bool = False) -> list[str]:
+    """What differs, one line per point (empty: the same). With ``spec_codes`` an error code is
+    no difference where Multus answers 999 (untyped) and ours is a CNI spec well-known code."""
     diffs: list[str] = []
     for index, (m, o) in enumerate(zip(multus_obs.steps, ours.steps, strict=True)):
         where = f"step {index + 1} ({m.get('command') or m.get('action')})"
@@ -555,6 +558,8 @@ def compare(case: Case, multus_obs: Observation, ours: Observation) -> list[str]
             mv, ov = m.get(key), o.get(key)
             if key == "error" and mv and ov:
                 mv, ov = _error_view(case, mv, ov)
+                if spec_codes and mv["code"] == UNTYPED_CODE and ov["code"] in WELL_KNOWN_CODES:
+                    ov = {**ov, "code": mv["code"]}
             if key == "delegates" and mv != ov:
                 diffs.append(f"{where} delegates: {_calls_diff(mv or [], ov or [])}")
                 continue
