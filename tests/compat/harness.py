@@ -19,8 +19,8 @@ import secrets
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from bench.common import network_namespace
+from bench.common import end_process, multus_daemon_process, network_namespace
 from bench.thick_compare import MULTUS_RULES, multus_identity
 from cni_shim import launcher
 from tests.bed.bed import TestBed
@@ -318,7 +318,13 @@ class World:
         (work / "multus-net.d").mkdir()
         path = work / "multus-daemon-config.json"
         path.write_text(json.dumps(config))
-        self.stack.enter_context(_multus_daemon(self.multus_dir, path, socket_dir, work, self.bed.node_name))
+        # Not bench.thick_compare.multus_daemon: it writes its delegates into the daemon config,
+        # and the overlay would push them into every case's config.
+        self.stack.enter_context(
+            multus_daemon_process(
+                self.multus_dir, path, socket_dir, work / "multus-daemon.log", self.bed.node_name
+            )
+        )
         ours_dir = work / "ours"
         ours_dir.mkdir()
         ours_cni_dir = ours_dir / "cache"
@@ -337,30 +343,6 @@ class World:
         self.stack.callback(ours.cleanup)
         self.stack.callback(ours.stop)
         return Daemons(socket_dir, ours, multus_cni_dir, ours_cni_dir)
-
-
-@contextmanager
-def _multus_daemon(multus_dir: Path, config: Path, socket_dir: Path, work: Path, node: str) -> Iterator[None]:
-    """multus-daemon on ``config``. bench.thick_compare.multus_daemon is not reused: it writes its
-    delegates into the daemon config, and the overlay would push them into every case's config."""
-    log_path = work / "multus-daemon.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [str(multus_dir / "multus-daemon"), "-config", str(config)],
-            env={"PATH": os.environ.get("PATH", ""), "MULTUS_NODE_NAME": node},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while not (socket_dir / "multus.sock").exists():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"multus-daemon did not come up:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.05)
-        yield
-    finally:
-        _end(proc)
 
 
 # ---------------------------------------------------------------------- running one side
@@ -406,6 +388,10 @@ def run_side(world: World, case: Case, mode: str, side: str) -> Observation:
         ctx = world.context(case, prepared, work)  # the UID changes when a step recreates the Pod
         obs.steps.append(_run_step(world, case, step, binary, conf, cni_dir, ctx, prepared))
     replacements = {str(cni_dir): "<cniDir>", str(world.bin_dir): "<bin>"}
+    if mode != THIN:
+        # A thick error's msg quotes the shim's stdin, which names that side's socket and type.
+        replacements[str(conf["daemonSocketDir"])] = "<socketDir>"
+        replacements[f'"type": "{conf["type"]}"'] = '"type": "<shim>"'
     if prepared is not None and prepared.uid:
         replacements[prepared.uid] = "<uid>"
     return Observation([normalise(s, replacements) for s in obs.steps])
@@ -658,7 +644,7 @@ def run_autoconf(world: World, case: Case, side: str) -> Observation:
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
                 )
-        stack.callback(_end, proc)
+        stack.callback(end_process, proc)
         # Multus writes the file once its config manager ran (after it serves); a daemon that
         # never writes one costs this whole bounded wait.
         deadline = time.monotonic() + GENERATED_WAIT
@@ -670,13 +656,3 @@ def run_autoconf(world: World, case: Case, side: str) -> Observation:
     return Observation(
         [normalise({"generated": json.loads(text) if text else None, "running": running}, replacements)]
     )
-
-
-def _end(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
