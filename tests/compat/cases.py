@@ -1087,31 +1087,15 @@ DELIBERATE: dict[str, Deliberate] = {
             "k-no-kubeconfig",
             "s-override-readiness",
             "i5-no-network-event",
+            "s-missing-pod-name",
+            "s-empty-args",
         ]
     },
     # Multus's daemon ignores the shim config's kubeconfig, and so does ours: thick matches.
     "k-invalid-kubeconfig": Deliberate(SPEC_CODE, modes=(THIN,), code_only=True),
 }
 
-N_THICK_ARGS = (
-    "issue #18 (found by this suite): thick daemon accepts CNI_ARGS without K8S_POD_NAME or empty; "
-    "Multus refuses (could not extract the kubernetes runtime args)"
-)
-
-
-def _known() -> dict[tuple[str, str], str]:
-    known: dict[tuple[str, str], str] = {}
-
-    def add(reason: str, ids: str, modes: tuple[str, ...] = (THIN, THICK)) -> None:
-        for case_id in ids.split():
-            for mode in modes:
-                known[(case_id, mode)] = reason
-
-    add(N_THICK_ARGS, "s-missing-pod-name s-empty-args", (THICK,))
-    return known
-
-
-# Differences not fixed yet: (case id, mode) -> the strict xfail reason.
-KNOWN: dict[tuple[str, str], str] = _known()
+# Differences not fixed yet: (case id, mode) -> the strict xfail reason naming its issue point.
+KNOWN: dict[tuple[str, str], str] = {}
 
 __all__ = ["CASES", "DELIBERATE", "FAST_THICK", "KNOWN", "POD_ARGS_NO_UID", "THICK", "THIN"]

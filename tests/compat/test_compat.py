@@ -1,8 +1,9 @@
 """The differential suite (issue #18): every case through real Multus and through cni-shim, in
 each of its modes, compared on what a runtime, a delegate and a Pod observer can see.
 
-A case is ``same`` when nothing differs, ``deliberate`` when it is listed in ``DELIBERATE`` (and
-must then still differ, so the table never goes stale) and ``different`` otherwise. Known
+A case is ``same`` when nothing differs, ``deliberate`` when it is listed in ``DELIBERATE`` for that
+mode (and must then still differ, so the table never goes stale; a code-only entry must match in
+everything but the error code) and ``different`` otherwise. Known
 differences that the product has not fixed yet are strict xfails naming their issue point
 (``KNOWN``): the day the fix lands they pass, and strict turns that into a failure until the
 entry is removed.
