@@ -49,8 +49,9 @@ POD_NAME = "workload"
 DELEGATE_ENV = ("CNI_COMMAND", "CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_ARGS", "CNI_PATH")
 EVENT_REASONS = ("AddedInterface", "NoNetworkFound")
 # Multus thin sends Events from a goroutine the process may not wait for, thick after the reply:
-# a case that compares Events polls this long for them to land.
-EVENT_WAIT = 3.0
+# a case that compares Events polls up to this long for them to land and settle.
+EVENT_WAIT = 5.0
+EVENT_SETTLE = 1.0
 CALL_TIMEOUT = 90.0
 UNTYPED_CODE = 999  # Go's skel for an error that is not a *types.Error
 WELL_KNOWN_CODES = range(1, 100)  # the CNI spec reserves 1-99 for its well-known errors
@@ -239,15 +240,22 @@ class World:
 
     def pod_events(self, ns: str, *, wait: bool) -> list[list[str]]:
         """(type, reason, message) of the Pod's Multus Events; with ``wait``, polls up to
-        EVENT_WAIT for the first one (an implementation that writes none costs the full wait)."""
-        deadline = time.monotonic() + (EVENT_WAIT if wait else 0)
+        EVENT_WAIT until some have landed and no more arrived for EVENT_SETTLE (both daemons
+        write them one by one after the reply; one that writes none costs the full wait)."""
+        start = time.monotonic()
+        deadline = start + (EVENT_WAIT if wait else 0)
+        found: list[list[str]] = []
+        changed = start
         while True:
-            found = sorted(
+            now = sorted(
                 [str(e.type), str(e.reason), str(e.message)]
                 for e in self.core.list_namespaced_event(ns).items
                 if e.reason in EVENT_REASONS and e.involved_object.name == POD_NAME
             )
-            if found or time.monotonic() >= deadline:
+            if now != found:
+                found, changed = now, time.monotonic()
+            settled = bool(found) and time.monotonic() - changed >= EVENT_SETTLE
+            if not wait or settled or time.monotonic() >= deadline:
                 return found
             time.sleep(0.1)
 
