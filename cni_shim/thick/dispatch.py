@@ -25,11 +25,10 @@ from cni_shim.ports import KubeApi
 from cni_shim.thick.events import Collector
 
 MAX_BODY = 16 * 1024 * 1024
-# Multus's daemon refuses these verbs when CNI_ARGS does not name the Pod (DEL stays lenient here:
-# a DEL that runs no delegate would leak what the ADD set up).
-_STRICT_ARGS = ("ADD", "CHECK")
-# The verbs about one container, whose failures lead with the request as Multus's daemon words it.
-_CONTAINER_VERBS = ("ADD", "DEL", "CHECK")
+# The verbs Multus's daemon refuses when CNI_ARGS does not name the Pod, and whose failures it
+# words with the request. A DEL stays lenient and keeps thin mode's text: one that ran no delegate
+# would leak what the ADD set up, and Multus's shim never shows a runtime a DEL error anyway.
+_MULTUS_WORDED = ("ADD", "CHECK")
 
 
 def overlay(stdin: bytes, daemon_config: Mapping[str, Any]) -> dict[str, Any]:
@@ -170,7 +169,7 @@ class Dispatcher:
 
     def _run(self, env: dict[str, str], stdin: bytes, command: str, fields: dict[str, str]) -> Answer:
         pod = ("", "")
-        if command in _STRICT_ARGS:
+        if command in _MULTUS_WORDED:
             try:
                 pod = cniargs.runtime_pod(env)
                 if not all(pod):
@@ -210,7 +209,7 @@ class Dispatcher:
             # `out` is the result object's JSON as thin mode prints it: wrapped as it is, not re-encoded.
             body = b'{"Result":' + out.encode() + b"}" if out else b""
             return Answer(200, body, "ok", after)
-        if command in _CONTAINER_VERBS:
+        if command in _MULTUS_WORDED:
             out = _errored(out, env, pod if command == "ADD" else None)
         return Answer(400, out.encode(), _reason(out), after)
 

@@ -6,7 +6,7 @@ alone costs more than the whole round trip; for the same reason the C-level `_so
 `cni_shim.thick.quickjson` stand in for `socket` and `json` (each about 10 ms to import). The wire shape is Multus's `/cni` API: a JSON body
 `{"env": {...}, "config": "<base64 stdin>"}`, answered 200 `{"Result": {...}}` (or an empty body),
 or 400 with CNI error JSON; 503 means the daemon is not ready and ran nothing. As Multus's shim
-does, the result is printed in this config's cniVersion and a failed ADD/DEL/CHECK's msg is put
+does, the result is printed in this config's cniVersion and a failed ADD/CHECK's msg is put
 behind `CmdAdd (shim): CNI request failed with status 400: '...': StdinData: ...`.
 
 The request goes out at once: a daemon that is not serving (no socket, refused) or not ready
@@ -221,9 +221,10 @@ def _answer(status: int, payload: bytes, command: str, stdin: bytes) -> dict[str
     )
 
 
-# The verbs whose failures Multus's shim wraps with its own context (STATUS and GC keep a
-# delegate's error as it is); the text is what kubelet events show users.
-_SHIM_CONTEXT = {"ADD": "CmdAdd", "DEL": "CmdDel", "CHECK": "CmdCheck"}
+# The verbs whose failures Multus's shim wraps with its own context, what kubelet events show
+# users (STATUS and GC keep a delegate's error as it is; a DEL error reads as in thin mode, as
+# Multus's shim only logs one).
+_SHIM_CONTEXT = {"ADD": "CmdAdd", "CHECK": "CmdCheck"}
 
 
 def _as_multus_shim(doc: dict[str, object], command: str, stdin: bytes) -> dict[str, object]:
