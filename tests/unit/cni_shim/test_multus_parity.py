@@ -4,7 +4,6 @@ a delegate's own error, CNI_NETNS on ADD, a Pod that is not visible yet)."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 from cni_shim import main
 from cni_shim.errors import CniError
@@ -280,7 +279,7 @@ def test_a_kubeconfig_that_cannot_be_read_is_multus_k8s_client_text(shim, tmp_pa
     missing = tmp_path / "missing.kubeconfig"
 
     def services(env):
-        return replace(shim.services(env), kube_for=lambda conf: kubeconfig.load(conf.kubeconfig))
+        return shim.services(env)._replace(kube_for=lambda conf: kubeconfig.load(conf.kubeconfig))
 
     out = main.run(_env("ADD"), lambda: json.dumps(shim.conf(kubeconfig=str(missing))).encode(), services)
     assert json.loads(out[1])["msg"] == (
