@@ -1,4 +1,5 @@
-"""What every benchmark shares: the test bed, a network namespace, sample statistics and RSS."""
+"""What every benchmark shares: the test bed, a network namespace, a multus-daemon process, sample
+statistics and RSS."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import shutil
 import statistics
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,6 +43,46 @@ def network_namespace() -> Iterator[str]:
         yield f"/run/netns/{name}"
     finally:
         subprocess.run(["ip", "netns", "del", name], check=False)
+
+
+@contextmanager
+def multus_daemon_process(
+    multus_dir: Path, config: Path, socket_dir: Path, log_path: Path, node: str
+) -> Iterator[int]:
+    """multus-daemon on ``config`` until its socket is up (yields its process ID); ended on exit.
+
+    Its own session, as cni-shim-daemon gets (tests.support.cni_daemon): with the kernel's
+    autogroup scheduling a session is a CPU-share unit, and sharing the caller's session would
+    hand one daemon's delegates a different share of a busy machine than the other's.
+    """
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [str(multus_dir / "multus-daemon"), "-config", str(config)],
+            env={"PATH": os.environ.get("PATH", ""), "MULTUS_NODE_NAME": node},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while not (socket_dir / "multus.sock").exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"multus-daemon did not come up:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.05)
+        yield proc.pid
+    finally:
+        end_process(proc)
+
+
+def end_process(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within 20 s."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
 
 
 def summary(samples: Sequence[float]) -> dict[str, Any]:

@@ -37,7 +37,7 @@ from typing import Any
 
 from kubernetes import client
 
-from bench.common import network_namespace, standalone, summary
+from bench.common import multus_daemon_process, network_namespace, standalone, summary
 from cni_shim import launcher
 from tests.bed import pki
 from tests.bed.bed import TestBed
@@ -372,34 +372,10 @@ def multus_daemon(
     }
     path = work / "multus-daemon-config.json"
     path.write_text(json.dumps(config))
-    log = (work / "multus-daemon.log").open("wb")
-    env = {"PATH": os.environ.get("PATH", ""), "MULTUS_NODE_NAME": bed.node_name}
-    proc = subprocess.Popen(
-        [str(multus_dir / "multus-daemon"), "-config", str(path)],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        # Its own session, as cni-shim-daemon gets (tests.support.cni_daemon): with the kernel's
-        # autogroup scheduling a session is a CPU-share unit, and sharing the bench's own session
-        # would hand one daemon's delegates a different share of a busy machine than the other's.
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not (socket_dir / "multus.sock").exists():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(
-                    f"multus-daemon did not come up:\n{(work / 'multus-daemon.log').read_text()[-3000:]}"
-                )
-            time.sleep(0.1)
-        yield socket_dir, proc.pid
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+    with multus_daemon_process(
+        multus_dir, path, socket_dir, work / "multus-daemon.log", bed.node_name
+    ) as pid:
+        yield socket_dir, pid
 
 
 def _identity(bed: TestBed, user: str, rules: list[dict[str, Any]]) -> Path:

@@ -28,6 +28,7 @@ from cni_shim.errors import (
     UNKNOWN_CONTAINER,
     CniError,
     KubeApiError,
+    config_error,
     delegate_error,
 )
 from cni_shim.ports import CacheStore, Clock, EventSink, Executor, KubeApi, Log, ManyNads, Routes
@@ -121,7 +122,12 @@ def handle(req: protocol.Request, svc: Services) -> Json | None:
 def _handle(req: protocol.Request, svc: Services) -> Json | None:
     raw = netconf.fold(netconf.decode_object(req.stdin))
     version = protocol.check_config(req.command, raw)
-    conf = netconf.load(raw)
+    try:
+        conf = netconf.load(raw)
+    except CniError as exc:
+        if req.command in ("DEL", "CHECK"):
+            raise  # Multus's DEL and CHECK return the loader's error as it is
+        raise exc.wrap("Multus: error loading netconf: ") from exc
     pod_args = cniargs.parse(req.args) if req.command in ("ADD", "DEL", "CHECK") else cniargs.PodArgs()
     ctx = _Ctx(req, conf, version, pod_args, svc, svc.store_for(conf.cni_dir), svc.log_for(conf), [])
     if req.command == "ADD":
@@ -141,6 +147,13 @@ def _handle(req: protocol.Request, svc: Services) -> Json | None:
 
 
 # ---------------------------------------------------------------- reads
+
+
+def _kube(ctx: _Ctx) -> KubeApi | None:
+    try:
+        return ctx.svc.kube_for(ctx.conf)
+    except CniError as exc:
+        raise exc.wrap("Multus: error getting k8s client: ") from exc
 
 
 def _wait_readiness(ctx: _Ctx) -> None:
@@ -204,7 +217,13 @@ def _base_candidates(ctx: _Ctx, kube: KubeApi | None, pod: Json | None) -> list[
 
     conf = ctx.conf
     if conf.cluster_network:
-        get_nad = kube.get_nad if kube is not None else None
+        what = "clusterNetwork/defaultNetworks" if ctx.req.command in ("ADD", "DEL") else "clusterNetwork"
+        if kube is None:
+            # Multus resolves a clusterNetwork (even a file path) only with an API client.
+            raise config_error(
+                f"{ctx.cmd_err()}failed to get {what}: GetDefaultNetworks: must have either Kubernetes config or delegates"
+            )
+        get_nad = kube.get_nad
         try:
             cluster = delegates.resolve_network(
                 conf.cluster_network, conf.multus_namespace, conf.conf_dir, get_nad
@@ -212,7 +231,6 @@ def _base_candidates(ctx: _Ctx, kube: KubeApi | None, pod: Json | None) -> list[
         except CniError as exc:
             # Multus's text drops the cause; the log line keeps it.
             ctx.log.error(f"clusterNetwork {conf.cluster_network}: {exc.reason}: {exc.message}")
-            what = "clusterNetwork/defaultNetworks" if ctx.req.command in ("ADD", "DEL") else "clusterNetwork"
             raise CniError(
                 exc.reason,
                 f"{ctx.cmd_err()}failed to get {what}: GetDefaultNetworks: failed to get clusterNetwork "
@@ -355,13 +373,13 @@ def _pod_candidates(
                 )
             seen_managed.add(key)
         out.append(cand)
+    delegates.check_default_routes(out)
     return out
 
 
 def _plan(ctx: _Ctx, candidates: Sequence[Candidate], *, probe: bool) -> delegateplan.Plan:
     from cni_shim.core import delegates  # noqa: PLC0415 - building delegates: not on the cached DEL path
 
-    delegates.check_default_routes(candidates)
     names = delegates.ifnames(candidates, ctx.req.ifname)
     networks = [parse_network(c.conf, f"delegate {c.name}") for c in candidates]
     supported: dict[str, Sequence[str]] = {}
@@ -444,8 +462,8 @@ def _attachment(
 
 
 def _add(ctx: _Ctx) -> Json:
+    kube = _kube(ctx)
     _wait_readiness(ctx)
-    kube = ctx.svc.kube_for(ctx.conf)
     pod: Json | None = None
     if kube is not None and ctx.pod_args.known:
         pod = _get_pod(ctx, kube)
@@ -460,7 +478,10 @@ def _add(ctx: _Ctx) -> Json:
         with _multus_context(f"{ctx.cmd_err()}error loading k8s delegates k8s args: "):
             candidates = _pod_candidates(ctx, kube, pod, candidates, guarded=True)
     the_plan = _plan(ctx, candidates, probe=True)
-    ctx.store.save_plan(ctx.req.container_id, the_plan.to_bytes())
+    with _multus_context(
+        f"{ctx.cmd_err()}error saving the delegates: saveDelegates: error in saving the delegates : "
+    ):
+        ctx.store.save_plan(ctx.req.container_id, the_plan.to_bytes())
     runner = Runner(ctx.svc.executor, ctx.store)
     master_result: Json | None = None
     entries: list[Json] = []
@@ -479,7 +500,8 @@ def _add(ctx: _Ctx) -> Json:
             ) from exc
         if d.route_override and (result.get("interfaces") or result.get("ips")):
             att = _attachment(ctx, the_plan, d, adding=True)
-            ctx.svc.routes.replace_defaults(att.netns, d.ifname, d.default_route)
+            with _multus_context(ctx.cmd_err()):  # no rollback: Multus leaves the delegates added
+                ctx.svc.routes.replace_defaults(att.netns, d.ifname, d.default_route)
             runner.rewrite_default_routes(net, d.cni_version, att, d.default_route)
         ctx.log.verbose(f"Add: {ctx.pod_args.label()}:{d.name}({net.name}):{d.ifname} {json.dumps(result)}")
         if pod is not None:
@@ -678,7 +700,7 @@ def _delete(ctx: _Ctx) -> None:
 
 def _delete_without_cache(ctx: _Ctx) -> None:
     """Multus's fallback: rebuild from the live Pod if it exists, otherwise succeed with a warning."""
-    kube = ctx.svc.kube_for(ctx.conf)
+    kube = _kube(ctx)
     pod = None
     if kube is not None and ctx.pod_args.known:
         try:
@@ -708,17 +730,21 @@ def _check(ctx: _Ctx) -> None:
             f"no delegate cache for container {ctx.req.container_id} under {ctx.conf.cni_dir}; it was never added",
             UNKNOWN_CONTAINER,
         )
+    if ctx.conf.cluster_network:
+        return  # Multus CHECKs only the config's own delegates, which a clusterNetwork replaces
+    # Only those, as Multus's CmdCheck does: not the Pod's networks the cached ADD also ran.
+    static = _plan(ctx, _base_candidates(ctx, None, None), probe=False)
     runner = Runner(ctx.svc.executor, ctx.store)
-    for d in cached.delegates:
+    for d in static.delegates:
         net = parse_network(d.conf, f"delegate {d.name}")
         try:
-            runner.check(net, d.cni_version, _attachment(ctx, cached, d, adding=False))
+            runner.check(net, d.cni_version, _attachment(ctx, static, d, adding=False))
         except CniError as exc:
             raise exc.wrap(_verb_context("Check", net), INTERNAL) from exc
 
 
 def _first_delegate(ctx: _Ctx) -> Candidate:
-    kube = ctx.svc.kube_for(ctx.conf) if ctx.conf.cluster_network else None
+    kube = _kube(ctx) if ctx.conf.cluster_network else None
     return _base_candidates(ctx, kube, None)[0]
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 from cni_shim import reasons
 from cni_shim.errors import INVALID_ENVIRONMENT, CniError
@@ -41,7 +44,7 @@ def _bad(message: str) -> CniError:
     )
 
 
-def _quote(text: str) -> str:
+def quote(text: str) -> str:
     """Go's %q for the plain strings CNI_ARGS holds."""
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
@@ -55,7 +58,7 @@ def split_pairs(text: str) -> Pairs:
     for item in text.split(";"):
         parts = item.split("=")
         if len(parts) != 2:
-            raise _bad(f"invalid pair {_quote(item)}")
+            raise _bad(f"invalid pair {quote(item)}")
         pairs.append((parts[0], parts[1]))
     return tuple(pairs)
 
@@ -69,7 +72,7 @@ def parse(text: str) -> PodArgs:
         raise _bad(f"IgnoreUnknown must be a boolean, got {ignore!r}")
     unknown = [k for k, _ in pairs if k not in _KNOWN]
     if unknown and ignore not in _TRUE:
-        raise _bad(f"unknown args [{' '.join(_quote(k) for k in unknown)}]")
+        raise _bad(f"unknown args [{' '.join(quote(k) for k in unknown)}]")
     if values.get("IP"):
         import ipaddress  # noqa: PLC0415 - rarely sent; keep it off the start-up path
 
@@ -104,6 +107,38 @@ def for_delegate(pod: PodArgs, runtime_args: str) -> Pairs:
         elif slot is None:
             base.append([key, value])
     return tuple((k, v) for k, v in base)
+
+
+def runtime_pod(env: Mapping[str, str]) -> tuple[str, str]:
+    """Multus thick's check of a request's CNI_ARGS before anything runs: every item exactly one
+    `=` (keys and values trimmed), K8S_POD_NAMESPACE and K8S_POD_NAME present; their values."""
+    if "CNI_ARGS" not in env:
+        shown = " ".join(f"{k}:{v}" for k, v in sorted(env.items()))  # Go's map formatting
+        raise _runtime(f"missing CNI_ARGS: 'map[{shown}]'")
+    values = {}
+    for item in env["CNI_ARGS"].split(";"):
+        parts = item.split("=")
+        if len(parts) != 2:
+            raise _runtime(f"invalid CNI_ARG '{item}'")
+        values[parts[0].strip()] = parts[1].strip()
+    for key in ("K8S_POD_NAMESPACE", "K8S_POD_NAME"):
+        if key not in values:
+            raise _runtime(f"missing {key}")
+    return values["K8S_POD_NAMESPACE"], values["K8S_POD_NAME"]
+
+
+def _runtime(why: str) -> CniError:
+    return CniError(
+        reasons.INVALID_CNI_ARGS, f"could not extract the kubernetes runtime args: {why}", INVALID_ENVIRONMENT
+    )
+
+
+def request_label(env: Mapping[str, str]) -> str:
+    """Multus thick's printCmdArgs, which leads every failed request's error text."""
+    return (
+        f"ContainerID:{quote(env.get('CNI_CONTAINERID', ''))} Netns:{quote(env.get('CNI_NETNS', ''))} "
+        f'IfName:{quote(env.get("CNI_IFNAME", "eth0"))} Args:{quote(env.get("CNI_ARGS", ""))} Path:""'
+    )
 
 
 def join(pairs: Pairs) -> str:

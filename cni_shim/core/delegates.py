@@ -172,7 +172,12 @@ def default_network_selection(pod: Mapping[str, Any], default_namespace: str) ->
         return None
     value = annotations[DEFAULT_NETWORK_ANNOTATION]
     selections = parse_network_selections(value, default_namespace) if value else []
-    if len(selections) != 1:
+    if len(selections) > 1:
+        raise config_error(
+            "TryLoadPodDelegates: error in loading K8s cluster default network from pod annotation: "
+            f"tryLoadK8sPodDefaultNetwork: more than one default network is specified: {value}"
+        )
+    if not selections:  # Multus indexes the empty list and panics; we name the problem
         raise config_error(
             f"annotation {DEFAULT_NETWORK_ANNOTATION} must name exactly one network, got {value!r}; fix the Pod annotation"
         )
@@ -287,4 +292,4 @@ def check_default_routes(candidates: Sequence[Candidate]) -> None:
             else:
                 v4 += 1
     if v4 > 1 or v6 > 1:
-        raise config_error("multus does not support ECMP for default-route; request one gateway per family")
+        raise config_error("multus does not support ECMP for default-route")

@@ -87,8 +87,8 @@ def decode_object(stdin: bytes) -> dict[str, Any]:
     try:
         raw = json.loads(stdin)
     except (ValueError, RecursionError) as exc:
-        raise CniError(
-            reasons.MALFORMED_NETWORK_CONFIG, f"error unmarshalling network config: {exc}", DECODE_FAILURE
+        raise CniError(  # skel's wording
+            reasons.MALFORMED_NETWORK_CONFIG, f"error unmarshall network config: {exc}", DECODE_FAILURE
         ) from exc
     if not isinstance(raw, dict):
         raise CniError(
@@ -153,14 +153,16 @@ def load(raw: dict[str, Any]) -> NetConf:
     delegates_raw = _typed(raw, "delegates", list, []) or []
     cluster = _typed(raw, "clusterNetwork", str, "")
     if not delegates_raw and not cluster:
-        raise config_error("at least one delegate/clusterNetwork must be specified")
+        raise config_error("LoadNetConf: at least one delegate/clusterNetwork must be specified")
     delegates: list[bytes] = []
     if not cluster:
         for idx, item in enumerate(delegates_raw):
             if not isinstance(item, dict):
-                raise config_error(f"failed to load delegate {idx} config: it must be a JSON object")
+                raise config_error(
+                    f"LoadNetConf: failed to load delegate {idx} config: it must be a JSON object"
+                )
             encoded = json.dumps(item, sort_keys=True, separators=(",", ":")).encode()
-            network.parse(encoded, f"delegate {idx} of the shim config")
+            network.parse(encoded, f"LoadNetConf: failed to load delegate {idx} config")
             delegates.append(encoded)
     global_ns = _typed(raw, "globalNamespaces", str, "")
     runtime = _typed(raw, "runtimeConfig", dict, {}) or {}

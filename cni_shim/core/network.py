@@ -48,6 +48,10 @@ def _str(obj: JsonObject, key: str, what: str) -> str:
     return value
 
 
+# Multus's delegate loader names itself in its errors ("... 'plugin' field" is its spelling).
+_LOADER = "LoadDelegateNetConf: failed with: LoadDelegateNetConfList: "
+
+
 def parse(raw: bytes, what: str) -> Network:
     """Multus's loader rule: a non-empty root `type` means a single plugin, otherwise `plugins`."""
     obj = decode(raw, what)
@@ -60,11 +64,11 @@ def parse(raw: bytes, what: str) -> Network:
     else:
         listed = obj.get("plugins")
         if not isinstance(listed, list) or not listed:
-            raise config_error(f"{what}: delegate must have the 'type' or 'plugins' field")
+            raise config_error(f"{what}: {_LOADER}delegate must have the 'type' or 'plugin' field")
         if not all(
             isinstance(p, JsonObject) and isinstance(p.get("type"), str) and p["type"] for p in listed
         ):
-            raise config_error(f"{what}: every plugin of a delegate list must have a string 'type' field")
+            raise config_error(f"{what}: {_LOADER}a plugin delegate must have the 'type' field")
         plugins = tuple(p for p in listed if isinstance(p, JsonObject))
         conflist = True
     version = _str(obj, "cniVersion", what)

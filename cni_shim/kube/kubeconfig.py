@@ -40,7 +40,7 @@ class Connection(NamedTuple):
 def _bad(path: str, why: str) -> CniError:
     return CniError(
         reasons.INVALID_KUBECONFIG,
-        f"kubeconfig {path}: {why}; fix the file named by the kubeconfig key",
+        f"GetK8sClient: failed to get context for the kubeconfig {path}: {why}",  # Multus's wording
         INVALID_NETWORK_CONFIG,
     )
 
@@ -100,7 +100,8 @@ def load(path: str) -> Connection:
         with open(path, "rb") as fh:
             doc = _parse_text(path, fh.read())
     except OSError as exc:
-        raise _bad(path, f"cannot read it ({exc.strerror})") from exc
+        op = "stat" if isinstance(exc, FileNotFoundError) else "open"  # as Go's loader words it
+        raise _bad(path, f"{op} {path}: {(exc.strerror or str(exc)).lower()}") from exc
     context_name = doc.get("current-context")
     if not context_name:
         raise _bad(path, "current-context is not set")

@@ -17,6 +17,7 @@ DEL's unlink of a just-synced file.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 
@@ -44,6 +45,19 @@ def _remove(path: str) -> None:
         os.unlink(path)
 
 
+def _quoted(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)  # Go's %q for the paths a node has
+
+
+def _os_text(op: str, path: object, exc: OSError) -> str:
+    """An OSError as Go's os package words it: `<op> <path>: <lowercase strerror>`."""
+    return f"{op} {path}: {(exc.strerror or str(exc)).lower()}"
+
+
+def _plan_error(why: str) -> CniError:
+    return CniError(reasons.DELEGATE_CACHE_WRITE_FAILED, f"saveScratchNetConf: {why}", IO_FAILURE)
+
+
 class FileCacheStore:
     def __init__(self, cni_dir: str) -> None:
         self.cni_dir = cni_dir
@@ -66,7 +80,20 @@ class FileCacheStore:
             ) from exc
 
     def save_plan(self, container_id: str, data: bytes) -> None:
-        self._save(self.cni_dir, container_id, data)
+        """In Multus's saveScratchNetConf wording, as the error's msg carries it to the runtime."""
+        try:
+            os.makedirs(self.cni_dir, mode=0o700, exist_ok=True)
+        except OSError as exc:
+            raise _plan_error(
+                f"failed to create the multus data directory({_quoted(self.cni_dir)}): {_os_text('mkdir', exc.filename, exc)}"
+            ) from exc
+        path = os.path.join(self.cni_dir, self._name(container_id))
+        try:
+            atomic_write(path, data, durable=False)
+        except OSError as exc:
+            raise _plan_error(
+                f"failed to write container data in the path({_quoted(path)}): {_os_text('open', path, exc)}"
+            ) from exc
 
     def load_plan(self, container_id: str) -> bytes | None:
         return _read(os.path.join(self.cni_dir, self._name(container_id)))

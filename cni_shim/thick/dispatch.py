@@ -20,11 +20,15 @@ from typing import Any, Protocol
 from cni_shim import handler, reasons, wiring
 from cni_shim.core import cniargs, netconf
 from cni_shim.core.protocol import render_error
-from cni_shim.errors import DECODE_FAILURE, CniError, reason_of
+from cni_shim.errors import DECODE_FAILURE, INVALID_ENVIRONMENT, CniError, reason_of
 from cni_shim.ports import KubeApi
 from cni_shim.thick.events import Collector
 
 MAX_BODY = 16 * 1024 * 1024
+# The verbs Multus's daemon refuses when CNI_ARGS does not name the Pod, and whose failures it
+# words with the request. A DEL stays lenient and keeps thin mode's text: one that ran no delegate
+# would leak what the ADD set up, and Multus's shim never shows a runtime a DEL error anyway.
+_MULTUS_WORDED = ("ADD", "CHECK")
 
 
 def overlay(stdin: bytes, daemon_config: Mapping[str, Any]) -> dict[str, Any]:
@@ -164,6 +168,19 @@ class Dispatcher:
         return answer
 
     def _run(self, env: dict[str, str], stdin: bytes, command: str, fields: dict[str, str]) -> Answer:
+        pod = ("", "")
+        if command in _MULTUS_WORDED:
+            try:
+                pod = cniargs.runtime_pod(env)
+                if not all(pod):
+                    raise CniError(
+                        reasons.INVALID_CNI_ARGS,
+                        f"{cniargs.request_label(env)} ERRORED: required CNI variable missing. "
+                        f"pod name: {pod[1]}; pod namespace: {pod[0]}",
+                        INVALID_ENVIRONMENT,
+                    )
+            except CniError as err:
+                return Answer(400, render_error(err, "").encode(), err.reason)
         try:
             raw = overlay(stdin, self._config)
             merged = json.dumps(raw).encode()
@@ -192,6 +209,8 @@ class Dispatcher:
             # `out` is the result object's JSON as thin mode prints it: wrapped as it is, not re-encoded.
             body = b'{"Result":' + out.encode() + b"}" if out else b""
             return Answer(200, body, "ok", after)
+        if command in _MULTUS_WORDED:
+            out = _errored(out, env, pod if command == "ADD" else None)
         return Answer(400, out.encode(), _reason(out), after)
 
     def _recover_uid(self, env: Mapping[str, str], fields: dict[str, str], *, live: bool) -> None:
@@ -214,6 +233,15 @@ class Dispatcher:
             return
         if pod is not None:
             fields["uid"] = str((pod.get("metadata") or {}).get("uid", ""))
+
+
+def _errored(out: str, env: Mapping[str, str], pod: tuple[str, str] | None) -> str:
+    """The core's error as Multus's daemon words a failed request: the request, then for an ADD
+    the Pod whose networking failed (code and details stay ours)."""
+    doc = json.loads(out)
+    context = f"error configuring pod [{pod[0]}/{pod[1]}] networking: " if pod else ""
+    doc["msg"] = f"{cniargs.request_label(env)} ERRORED: {context}{doc.get('msg', '')}"
+    return json.dumps(doc, indent=4)
 
 
 def _fields(env: Mapping[str, str]) -> dict[str, str]:

@@ -5,7 +5,9 @@ per connection, the daemon closes it) instead of through `http.client`, whose `e
 alone costs more than the whole round trip; for the same reason the C-level `_socket` and
 `cni_shim.thick.quickjson` stand in for `socket` and `json` (each about 10 ms to import). The wire shape is Multus's `/cni` API: a JSON body
 `{"env": {...}, "config": "<base64 stdin>"}`, answered 200 `{"Result": {...}}` (or an empty body),
-or 400 with CNI error JSON; 503 means the daemon is not ready and ran nothing.
+or 400 with CNI error JSON; 503 means the daemon is not ready and ran nothing. As Multus's shim
+does, the result is printed in this config's cniVersion and a failed ADD/CHECK's msg is put
+behind `CmdAdd (shim): CNI request failed with status 400: '...': StdinData: ...`.
 
 The request goes out at once: a daemon that is not serving (no socket, refused) or not ready
 (503) has done nothing, so the shim then waits on /readyz and sends it again. Asking /readyz
@@ -91,6 +93,8 @@ def run(env: dict[str, str], stdin: bytes, where: Target) -> tuple[int, str, str
     """The whole thick-mode invocation: (exit status, stdout, stderr), rendered as thin mode renders."""
     try:
         result = forward(env, stdin, where)
+        if result is not None and where.cni_version and result.get("cniVersion") != where.cni_version:
+            result = _in_version(result, where.cni_version)
     except CniError as err:
         return 1, quickjson.dumps(err.to_json(where.cni_version), indent=4), ""
     except Exception as exc:  # the runtime must get CNI error JSON, never a traceback
@@ -99,6 +103,13 @@ def run(env: dict[str, str], stdin: bytes, where: Target) -> tuple[int, str, str
         )
         return 1, quickjson.dumps(internal.to_json(where.cni_version), indent=4), ""
     return 0, quickjson.dumps(result, indent=4) if result is not None else "", ""
+
+
+def _in_version(result: dict[str, object], version: str) -> dict[str, object]:
+    """The daemon answers in its own cniVersion; Multus's shim prints the result in its config's."""
+    from cni_shim.core import results  # noqa: PLC0415 - only a version mismatch pays for it
+
+    return results.convert(results.to_current(result, ""), version)
 
 
 def _unavailable(where: Target, why: str) -> CniError:
@@ -168,7 +179,7 @@ def forward(env: dict[str, str], stdin: bytes, where: Target) -> dict[str, objec
         else:
             why = f"/cni answered {status} (not ready)"
         if status != NOT_READY:
-            return _answer(status, payload)
+            return _answer(status, payload, env.get("CNI_COMMAND", ""), stdin)
         if time.monotonic() + READY_INTERVAL > deadline:
             raise _unavailable(where, f"not ready within {where.ready_timeout:g}s ({why})")
         _wait_ready(where, deadline)
@@ -190,7 +201,7 @@ def _post(where: Target, body: bytes) -> tuple[int, bytes]:
         raise _unavailable(where, f"the request was cut off ({exc.strerror or exc})") from exc
 
 
-def _answer(status: int, payload: bytes) -> dict[str, object] | None:
+def _answer(status: int, payload: bytes, command: str, stdin: bytes) -> dict[str, object] | None:
     try:
         doc = quickjson.loads(payload) if payload.strip() else None
     except ValueError:
@@ -202,8 +213,7 @@ def _answer(status: int, payload: bytes) -> dict[str, object] | None:
             result: dict[str, object] = doc["Result"]
             return result
     elif status == 400 and isinstance(doc, dict) and doc.get("msg"):
-        # Already the thin-mode error text and code; pass it on untouched.
-        raise RemoteError(doc)
+        raise RemoteError(_as_multus_shim(doc, command, stdin))
     raise CniError(
         reasons.DAEMON_PROTOCOL_ERROR,
         f"cni-shim-daemon answered {status} with {payload[:500]!r}; check that the shim and daemon versions match",
@@ -211,8 +221,25 @@ def _answer(status: int, payload: bytes) -> dict[str, object] | None:
     )
 
 
+# The verbs whose failures Multus's shim wraps with its own context, what kubelet events show
+# users (STATUS and GC keep a delegate's error as it is; a DEL error reads as in thin mode, as
+# Multus's shim only logs one).
+_SHIM_CONTEXT = {"ADD": "CmdAdd", "CHECK": "CmdCheck"}
+
+
+def _as_multus_shim(doc: dict[str, object], command: str, stdin: bytes) -> dict[str, object]:
+    context = _SHIM_CONTEXT.get(command)
+    if context is None:
+        return doc
+    msg = (
+        f"{context} (shim): CNI request failed with status 400: '{doc['msg']}\n': "
+        f"StdinData: {stdin.decode(errors='replace')}"
+    )
+    return {**doc, "msg": msg}
+
+
 class RemoteError(CniError):
-    """The daemon's CNI error JSON, carried to the runtime byte for byte."""
+    """The daemon's CNI error JSON, carried to the runtime as it is (its msg behind the shim's context)."""
 
     def __init__(self, doc: dict[str, object]) -> None:
         code = doc.get("code")

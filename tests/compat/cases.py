@@ -16,6 +16,7 @@ from tests.compat.model import (
     THICK,
     THIN,
     Case,
+    Deliberate,
     Step,
     multus,
     rec,
@@ -1021,94 +1022,80 @@ BY_ID = {c.id: c for c in CASES}
 # Thick-mode cases cheap enough for `make test`; every other thick case runs in `make compat`.
 FAST_THICK: frozenset[str] = frozenset({"v100-executes-delegates", "v100-kubernetes-networks"})
 
-# Where cni-shim differs from Multus on purpose: case id -> why. The README's "Compatibility
-# with Multus" section lists every entry.
-DELIBERATE: dict[str, str] = {
+# Where cni-shim differs from Multus on purpose: case id -> why (and in which modes). The README's
+# "Compatibility with Multus" section lists every entry.
+SPEC_CODE = "CNI spec well-known code; the msg text matches Multus"
+STATUS_GC = (
+    "Multus v4.2.3 reads a single-plugin delegate as a plugin list with no plugins, so its STATUS and GC "
+    "reach no delegate and always succeed (fixed upstream after v4.2.3); the CNI spec has STATUS report the "
+    "delegate's readiness and GC release the attachments missing from cni.dev/valid-attachments, so "
+    "cni-shim runs the delegate's STATUS / GC (and DELs what GC finds stale)"
+)
+DELIBERATE: dict[str, Deliberate] = {
     **{
-        f"v{v}-cleanup-missing-name": "a delegate without a name is refused before any delegate runs "
-        "(Multus runs the earlier delegates, then fails on 'missing network name' and rolls them back)"
+        f"v{v}-cleanup-missing-name": Deliberate(
+            "a delegate without a name is refused before any delegate runs "
+            "(Multus runs the earlier delegates, then fails on 'missing network name' and rolls them back)"
+        )
         for v in ("020", "040", "100")
     },
-    "k-cluster-file": "the delegate cache keeps every plugin's config losslessly, so DEL of a clusterNetwork "
-    ".conflist file gets the same config as ADD (Multus v4.2.3 caches the list lossily and its DEL fails: "
-    "multus-cni issues #1449/#1454, fixed upstream after v4.2.3)",
-    "d-managed-shadow": "the managed-shadow guard refuses a NAD carrying the driver's binding annotation "
-    "that does not belong to this Pod, before any delegate runs (Multus has no such guard and runs it)",
-    "i5-events": "one ADD writes one AddedInterface Event holding every interface's Multus text joined by "
-    "'; ' (issue #21: at most one Event write per ADD); Multus creates one Event per interface",
+    "k-cluster-file": Deliberate(
+        "the delegate cache keeps every plugin's config losslessly, so DEL of a clusterNetwork "
+        ".conflist file gets the same config as ADD (Multus v4.2.3 caches the list lossily and its DEL fails: "
+        "multus-cni issues #1449/#1454, fixed upstream after v4.2.3)"
+    ),
+    "d-managed-shadow": Deliberate(
+        "the managed-shadow guard refuses a NAD carrying the driver's binding annotation "
+        "that does not belong to this Pod, before any delegate runs (Multus has no such guard and runs it)"
+    ),
+    "i5-events": Deliberate(
+        "one ADD writes one AddedInterface Event holding every interface's Multus text joined by "
+        "'; ' (issue #21: at most one Event write per ADD); Multus creates one Event per interface"
+    ),
+    "m100-status": Deliberate(STATUS_GC, modes=(THIN,)),
+    "i2-status-error": Deliberate(STATUS_GC, modes=(THIN,)),
+    "m100-gc": Deliberate(STATUS_GC, modes=(THIN,)),
+    "i4-pod-late": Deliberate(
+        "a runtime that sends no K8S_POD_UID gets the Pod's UID looked up leniently, so an ADD whose Pod "
+        "appears within the Pod-retry budget runs (Multus v4.2.3 thick refuses the request at once: "
+        "'missing pod UID; attempted to recover it from the K8s API, but failed')",
+        modes=(THICK,),
+    ),
+    **{
+        case_id: Deliberate(SPEC_CODE, code_only=True)
+        for case_id in [
+            "k-network-missing",
+            "k-json-invalid",
+            "k-on-disk-invalid",
+            "k-cluster-missing",
+            "k-bad-confdir",
+            "k-isolation-violated",
+            "k-bad-format",
+            "k-shorthand-long-ifname",
+            "k-shorthand-uppercase",
+            "k-json-bad-mac",
+            "k-json-bad-ip",
+            "k-json-object",
+            "k-two-default-networks",
+            "k-uid-mismatch",
+            "m040-uid-mismatch",
+            "t-kubeconfig-no-delegates",
+            "i1-reason-word",
+            "t-no-delegates",
+            "t-misnamed-fields",
+            "m020-bad-cache-path",
+            "k-no-kubeconfig",
+            "s-override-readiness",
+            "i5-no-network-event",
+            "s-missing-pod-name",
+            "s-empty-args",
+        ]
+    },
+    # Multus's daemon ignores the shim config's kubeconfig, and so does ours: thick matches.
+    "k-invalid-kubeconfig": Deliberate(SPEC_CODE, modes=(THIN,), code_only=True),
 }
 
-P1 = "issue #18 point 1: error msg starts with our reason word / uses our wording, not Multus's (Multus: code 999)"
-P2 = "issue #18 point 2: a delegate's own error is not returned as Multus returns it"
-P3 = "issue #18 point 3: CNI_NETNS not checked on ADD (Multus: no net namespace fsdadfad found, no delegate ADD)"
-P4 = "issue #18 point 4: thick, Pod appears ~1 s after ADD: we return the placeholder result, Multus does not"
-N_THICK_ERROR = (
-    "issue #18 point 1 (thick): a failed ADD reaches the runtime without the Multus shim's wrapping "
-    "(CmdAdd (shim): CNI request failed with status 400: 'ContainerID:... ERRORED: error configuring pod "
-    "[ns/name] networking: ...'); the Events and the readiness handling themselves match"
-)
-N_VERSION = (
-    "issue #18 (found by this suite): thick ADD result is in the daemon's cniVersion, "
-    "Multus's shim converts it to the shim config's cniVersion"
-)
-N_CHECK = "issue #18 (found by this suite): thick CHECK runs the Pod's NAD delegates, Multus CHECKs only the static delegates"
-N_GC_STATUS = (
-    "issue #18 (found by this suite): GC / STATUS run delegates (GC also DELs and drops the cache); "
-    "Multus v4.2.3 runs no delegate and keeps the cache"
-)
-N_ROUTES = (
-    "issue #18 (found by this suite): default-route handling fails on an interface absent from the netns "
-    "right after the master ADD; Multus deletes without failing and runs every delegate first"
-)
-N_THICK_ARGS = (
-    "issue #18 (found by this suite): thick daemon accepts CNI_ARGS without K8S_POD_NAME or empty; "
-    "Multus refuses (could not extract the kubernetes runtime args)"
-)
-
-
-def _known() -> dict[tuple[str, str], str]:
-    known: dict[tuple[str, str], str] = {}
-
-    def add(reason: str, ids: str, modes: tuple[str, ...] = (THIN, THICK)) -> None:
-        for case_id in ids.split():
-            for mode in modes:
-                known[(case_id, mode)] = reason
-
-    add(
-        P1,
-        "v020-bad-json v040-bad-json v100-bad-json t-no-delegates t-misnamed-fields m020-bad-cache-path "
-        "k-invalid-kubeconfig k-no-kubeconfig",
-        (THIN,),
-    )
-    add(
-        P1,
-        "k-network-missing k-json-invalid k-on-disk-invalid k-cluster-missing k-bad-confdir "
-        "k-isolation-violated k-bad-format k-shorthand-long-ifname k-shorthand-uppercase k-json-bad-mac "
-        "k-json-bad-ip k-json-object k-two-default-networks k-uid-mismatch m040-uid-mismatch "
-        "t-kubeconfig-no-delegates i1-reason-word",
-    )
-    known[("i2-status-error", THIN)] = (
-        f"{P2}: we pass the delegate's STATUS error through unchanged (as upstream HEAD does); the real "
-        "Multus v4.2.3 runs no delegate STATUS at all and exits 0"
-    )
-    add(P3, "i3-netns-checked", (THICK,))
-    add(P4, "i4-pod-late", (THICK,))
-    add(N_THICK_ERROR, "i5-no-network-event s-override-readiness", (THICK,))
-    add(
-        N_VERSION,
-        "v020-kubernetes-networks v020-delete-after-pod-removal v020-cluster-network "
-        "v020-cache-in-datadir v040-kubernetes-networks v040-delete-after-pod-removal v040-cluster-network "
-        "v040-cache-in-datadir m040-uid-match m040-empty-uid",
-        (THICK,),
-    )
-    add(f"{N_VERSION}; {N_CHECK}", "s-thick-add-check-del", (THICK,))
-    add(N_GC_STATUS, "m100-gc m100-status", (THIN,))
-    add(N_ROUTES, "k-default-gateway t-gateway-empty t-gateway-dual")
-    add(N_THICK_ARGS, "s-missing-pod-name s-empty-args", (THICK,))
-    return known
-
-
-# Differences not fixed yet: (case id, mode) -> the strict xfail reason.
-KNOWN: dict[tuple[str, str], str] = _known()
+# Differences not fixed yet: (case id, mode) -> the strict xfail reason naming its issue point.
+KNOWN: dict[tuple[str, str], str] = {}
 
 __all__ = ["CASES", "DELIBERATE", "FAST_THICK", "KNOWN", "POD_ARGS_NO_UID", "THICK", "THIN"]

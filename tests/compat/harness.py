@@ -19,8 +19,8 @@ import secrets
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from bench.common import network_namespace
+from bench.common import end_process, multus_daemon_process, network_namespace
 from bench.thick_compare import MULTUS_RULES, multus_identity
 from cni_shim import launcher
 from tests.bed.bed import TestBed
@@ -49,9 +49,12 @@ POD_NAME = "workload"
 DELEGATE_ENV = ("CNI_COMMAND", "CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_ARGS", "CNI_PATH")
 EVENT_REASONS = ("AddedInterface", "NoNetworkFound")
 # Multus thin sends Events from a goroutine the process may not wait for, thick after the reply:
-# a case that compares Events polls this long for them to land.
-EVENT_WAIT = 3.0
+# a case that compares Events polls up to this long for them to land and settle.
+EVENT_WAIT = 5.0
+EVENT_SETTLE = 1.0
 CALL_TIMEOUT = 90.0
+UNTYPED_CODE = 999  # Go's skel for an error that is not a *types.Error
+WELL_KNOWN_CODES = range(1, 100)  # the CNI spec reserves 1-99 for its well-known errors
 DAEMON_CNI_VERSION = "1.0.0"
 
 
@@ -237,15 +240,22 @@ class World:
 
     def pod_events(self, ns: str, *, wait: bool) -> list[list[str]]:
         """(type, reason, message) of the Pod's Multus Events; with ``wait``, polls up to
-        EVENT_WAIT for the first one (an implementation that writes none costs the full wait)."""
-        deadline = time.monotonic() + (EVENT_WAIT if wait else 0)
+        EVENT_WAIT until some have landed and no more arrived for EVENT_SETTLE (both daemons
+        write them one by one after the reply; one that writes none costs the full wait)."""
+        start = time.monotonic()
+        deadline = start + (EVENT_WAIT if wait else 0)
+        found: list[list[str]] = []
+        changed = start
         while True:
-            found = sorted(
+            now = sorted(
                 [str(e.type), str(e.reason), str(e.message)]
                 for e in self.core.list_namespaced_event(ns).items
                 if e.reason in EVENT_REASONS and e.involved_object.name == POD_NAME
             )
-            if found or time.monotonic() >= deadline:
+            if now != found:
+                found, changed = now, time.monotonic()
+            settled = bool(found) and time.monotonic() - changed >= EVENT_SETTLE
+            if not wait or settled or time.monotonic() >= deadline:
                 return found
             time.sleep(0.1)
 
@@ -316,7 +326,13 @@ class World:
         (work / "multus-net.d").mkdir()
         path = work / "multus-daemon-config.json"
         path.write_text(json.dumps(config))
-        self.stack.enter_context(_multus_daemon(self.multus_dir, path, socket_dir, work, self.bed.node_name))
+        # Not bench.thick_compare.multus_daemon: it writes its delegates into the daemon config,
+        # and the overlay would push them into every case's config.
+        self.stack.enter_context(
+            multus_daemon_process(
+                self.multus_dir, path, socket_dir, work / "multus-daemon.log", self.bed.node_name
+            )
+        )
         ours_dir = work / "ours"
         ours_dir.mkdir()
         ours_cni_dir = ours_dir / "cache"
@@ -335,30 +351,6 @@ class World:
         self.stack.callback(ours.cleanup)
         self.stack.callback(ours.stop)
         return Daemons(socket_dir, ours, multus_cni_dir, ours_cni_dir)
-
-
-@contextmanager
-def _multus_daemon(multus_dir: Path, config: Path, socket_dir: Path, work: Path, node: str) -> Iterator[None]:
-    """multus-daemon on ``config``. bench.thick_compare.multus_daemon is not reused: it writes its
-    delegates into the daemon config, and the overlay would push them into every case's config."""
-    log_path = work / "multus-daemon.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [str(multus_dir / "multus-daemon"), "-config", str(config)],
-            env={"PATH": os.environ.get("PATH", ""), "MULTUS_NODE_NAME": node},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while not (socket_dir / "multus.sock").exists():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"multus-daemon did not come up:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.05)
-        yield
-    finally:
-        _end(proc)
 
 
 # ---------------------------------------------------------------------- running one side
@@ -404,6 +396,10 @@ def run_side(world: World, case: Case, mode: str, side: str) -> Observation:
         ctx = world.context(case, prepared, work)  # the UID changes when a step recreates the Pod
         obs.steps.append(_run_step(world, case, step, binary, conf, cni_dir, ctx, prepared))
     replacements = {str(cni_dir): "<cniDir>", str(world.bin_dir): "<bin>"}
+    if mode != THIN:
+        # A thick error's msg quotes the shim's stdin, which names that side's socket and type.
+        replacements[str(conf["daemonSocketDir"])] = "<socketDir>"
+        replacements[f'"type": "{conf["type"]}"'] = '"type": "<shim>"'
     if prepared is not None and prepared.uid:
         replacements[prepared.uid] = "<uid>"
     return Observation([normalise(s, replacements) for s in obs.steps])
@@ -544,8 +540,9 @@ def normalise(value: Any, replacements: Mapping[str, str]) -> Any:
 # ---------------------------------------------------------------------- comparing
 
 
-def compare(case: Case, multus_obs: Observation, ours: Observation) -> list[str]:
-    """What differs, one line per point (empty: the same)."""
+def compare(case: Case, multus_obs: Observation, ours: Observation, *, spec_codes: bool = False) -> list[str]:
+    """What differs, one line per point (empty: the same). With ``spec_codes`` an error code is
+    no difference where Multus answers 999 (untyped) and ours is a CNI spec well-known code."""
     diffs: list[str] = []
     for index, (m, o) in enumerate(zip(multus_obs.steps, ours.steps, strict=True)):
         where = f"step {index + 1} ({m.get('command') or m.get('action')})"
@@ -555,6 +552,8 @@ def compare(case: Case, multus_obs: Observation, ours: Observation) -> list[str]
             mv, ov = m.get(key), o.get(key)
             if key == "error" and mv and ov:
                 mv, ov = _error_view(case, mv, ov)
+                if spec_codes and mv["code"] == UNTYPED_CODE and ov["code"] in WELL_KNOWN_CODES:
+                    ov = {**ov, "code": mv["code"]}
             if key == "delegates" and mv != ov:
                 diffs.append(f"{where} delegates: {_calls_diff(mv or [], ov or [])}")
                 continue
@@ -653,7 +652,7 @@ def run_autoconf(world: World, case: Case, side: str) -> Observation:
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
                 )
-        stack.callback(_end, proc)
+        stack.callback(end_process, proc)
         # Multus writes the file once its config manager ran (after it serves); a daemon that
         # never writes one costs this whole bounded wait.
         deadline = time.monotonic() + GENERATED_WAIT
@@ -665,13 +664,3 @@ def run_autoconf(world: World, case: Case, side: str) -> Observation:
     return Observation(
         [normalise({"generated": json.loads(text) if text else None, "running": running}, replacements)]
     )
-
-
-def _end(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)

@@ -67,6 +67,17 @@ class Case:
     autoconf: dict[str, Any] | None = None
 
 
+@dataclass(frozen=True)
+class Deliberate:
+    """Where cni-shim differs from Multus on purpose, and why (the README lists every entry)."""
+
+    reason: str
+    modes: tuple[str, ...] = BOTH  # the modes that differ (a mode that matches is not an entry)
+    # Only the error code differs: Multus answers 999 for untyped errors, we a CNI spec
+    # well-known code. Everything else, the msg included, must still match exactly.
+    code_only: bool = False
+
+
 def rec(name: str, version: str = "1.0.0", **extra: Any) -> dict[str, Any]:
     """A recording fake delegate (plugins/recorder.py) named ``name``."""
     conf: dict[str, Any] = {"cniVersion": version, "name": name, "type": "recorder", "logFile": "{log}"}

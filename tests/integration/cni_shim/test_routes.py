@@ -44,3 +44,27 @@ def test_replace_defaults_in_a_real_netns(netns):
     with pytest.raises(CniError) as err:
         IpRoutes().replace_defaults(ns, "net1", ["10.77.0.1"])  # not on-link
     assert err.value.reason == "DefaultRouteFailed"
+
+
+def test_a_missing_interface_is_no_delete_error_but_a_requested_gateway_on_it_fails(netns):
+    """Multus's DeleteDefaultGW looks the link up by name and, not finding it, lists the whole
+    netns: every default route there goes and nothing fails; SetDefaultGW then needs the link."""
+    ns = netns()
+    name = Path(ns).name
+    subprocess.run(
+        ["ip", "-n", name, "link", "add", "net1", "type", "veth", "peer", "name", "peer1"], check=True
+    )
+    for cmd in (
+        ["link", "set", "net1", "up"],
+        ["addr", "add", "10.5.0.2/24", "dev", "net1"],
+        ["route", "add", "default", "via", "10.5.0.254", "dev", "net1"],
+    ):
+        subprocess.run(["ip", "-n", name, *cmd], check=True)
+    IpRoutes().replace_defaults(ns, "eth0", [])
+    assert "default" not in _ip(ns, "route", "show")
+    IpRoutes().replace_defaults(ns, "eth0", [])  # no route of either family left: still no error
+    with pytest.raises(CniError) as err:
+        IpRoutes().replace_defaults(ns, "eth0", ["10.5.0.1"])
+    assert (
+        err.value.message == "error setting default gateway: SetDefaultGW: Error getting link Link not found"
+    )

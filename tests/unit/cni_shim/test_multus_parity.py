@@ -5,11 +5,23 @@ from __future__ import annotations
 
 import json
 
+from cni_shim import main
 from cni_shim.errors import CniError
 from cni_shim.node.execution import plugin_failure
 
 NETWORKS = "k8s.v1.cni.cncf.io/networks"
 ADD_ARGS = "K8S_POD_NAMESPACE=ns1;K8S_POD_NAME=pod1;K8S_POD_UID=uid-1"
+
+
+def _env(command: str) -> dict[str, str]:
+    return {
+        "CNI_COMMAND": command,
+        "CNI_CONTAINERID": "c1",
+        "CNI_NETNS": "/run/netns/t1",
+        "CNI_IFNAME": "eth0",
+        "CNI_ARGS": ADD_ARGS,
+        "CNI_PATH": "/opt/cni/bin",
+    }
 
 
 def _nad_conf(name: str, plugin: str = "macvlan"):
@@ -235,3 +247,113 @@ def test_del_never_waits_for_a_pod(shim):
     assert out.status == 0
     assert shim.clock.sleeps == []
     assert [r for r in shim.kube.reads if r[0] == "pod"] == [("pod", "ns1", "pod1")]
+
+
+# ---------------------------------------------------------------- the rest the compat suite found
+
+
+def test_a_config_that_fails_to_load_is_multus_load_netconf_text_on_add_and_bare_on_del(shim):
+    conf = shim.conf(delegates=[{"cniVersion": "1.0.0", "name": "bad", "plugin": [{"type": "ptp"}]}])
+    loader = (
+        "LoadNetConf: failed to load delegate 0 config: LoadDelegateNetConf: failed with: "
+        "LoadDelegateNetConfList: delegate must have the 'type' or 'plugin' field"
+    )
+    add = shim.run("ADD", conf)
+    assert (add.json["msg"], add.json["code"]) == (f"Multus: error loading netconf: {loader}", 7)
+    assert shim.run("DEL", conf).json["msg"] == loader  # Multus's DEL and CHECK return it as it is
+    none = shim.run("ADD", shim.conf(delegates=[]))
+    assert none.json["msg"] == (
+        "Multus: error loading netconf: LoadNetConf: at least one delegate/clusterNetwork must be specified"
+    )
+
+
+def test_malformed_stdin_is_skels_text(shim):
+    out = shim.run("ADD", b'{"cniVersion": "1.0.0", "delegates": [}')
+    assert out.json["code"] == 6
+    assert out.json["msg"].startswith("error unmarshall network config: ")
+
+
+def test_a_kubeconfig_that_cannot_be_read_is_multus_k8s_client_text(shim, tmp_path):
+    from cni_shim.kube import kubeconfig  # noqa: PLC0415
+
+    missing = tmp_path / "missing.kubeconfig"
+
+    def services(env):
+        return shim.services(env)._replace(kube_for=lambda conf: kubeconfig.load(conf.kubeconfig))
+
+    out = main.run(_env("ADD"), lambda: json.dumps(shim.conf(kubeconfig=str(missing))).encode(), services)
+    assert json.loads(out[1])["msg"] == (
+        f"Multus: error getting k8s client: GetK8sClient: failed to get context for the kubeconfig {missing}: "
+        f"stat {missing}: no such file or directory"
+    )
+    assert json.loads(out[1])["details"] == "InvalidKubeconfig"
+
+
+def test_a_cluster_network_without_an_api_client_is_refused_as_multus_does(shim):
+    shim.kube = None
+    (shim.conf_dir / "10-cluster.conf").write_text(json.dumps(_nad_conf("cluster", "ptp")))
+    out = shim.run("ADD", shim.conf(clusterNetwork=str(shim.conf_dir / "10-cluster.conf")), args=ADD_ARGS)
+    assert out.json["msg"] == (
+        "Multus: [ns1/pod1/uid-1]: failed to get clusterNetwork/defaultNetworks: "
+        "GetDefaultNetworks: must have either Kubernetes config or delegates"
+    )
+    assert shim.executor.commands() == []
+
+
+def test_more_than_one_default_network_is_multus_text(shim):
+    shim.kube.add_pod("ns1", "pod1", "uid-1", {"v1.multus-cni.io/default-network": "alt,other"})
+    out = shim.run("ADD", shim.conf(), args=ADD_ARGS)
+    assert out.json["msg"] == (
+        "Multus: [ns1/pod1/uid-1]: error loading k8s delegates k8s args: TryLoadPodDelegates: error in loading "
+        "K8s cluster default network from pod annotation: tryLoadK8sPodDefaultNetwork: more than one default "
+        "network is specified: alt,other"
+    )
+
+
+def test_a_cni_dir_that_cannot_be_made_is_multus_save_scratch_text(shim):
+    shim.kube.add_pod("ns1", "pod1", "uid-1")
+    out = shim.run("ADD", shim.conf(cniDir="/proc/no-such-cni-dir"), args=ADD_ARGS)
+    assert out.json["msg"] == (
+        "Multus: [ns1/pod1/uid-1]: error saving the delegates: saveDelegates: error in saving the delegates : "
+        'saveScratchNetConf: failed to create the multus data directory("/proc/no-such-cni-dir"): '
+        "mkdir /proc/no-such-cni-dir: no such file or directory"
+    )
+    assert (out.json["code"], out.json["details"]) == (5, "DelegateCacheWriteFailed")
+    assert shim.executor.commands() == []
+
+
+def test_check_runs_only_the_configs_own_delegates_as_multus_check_does(shim):
+    shim.kube.add_pod("ns1", "pod1", "uid-1", {NETWORKS: "net-b"})
+    shim.kube.add_nad("ns1", "net-b", _nad_conf("b", "plug-b"))
+    assert shim.run("ADD", shim.conf(), args=ADD_ARGS).status == 0
+    assert shim.run("CHECK", shim.conf(), args=ADD_ARGS).status == 0
+    assert [c for c in shim.executor.commands() if c[1] == "CHECK"] == [("ptp", "CHECK", "eth0")]
+    # A clusterNetwork replaces the config's delegates: nothing is left to CHECK.
+    cluster = shim.conf(clusterNetwork="cluster", multusNamespace="ns1")
+    shim.kube.add_nad("ns1", "cluster", _nad_conf("cluster", "ptp"))
+    assert shim.run("ADD", cluster, container_id="c2", args=ADD_ARGS).status == 0
+    before = len(shim.executor.commands())
+    assert shim.run("CHECK", cluster, container_id="c2", args=ADD_ARGS).status == 0
+    assert len(shim.executor.commands()) == before
+
+
+def test_a_gateway_on_an_interface_that_is_not_there_fails_after_every_earlier_delegate_ran(shim):
+    shim.kube.add_pod(
+        "ns1", "pod1", "uid-1", {NETWORKS: json.dumps([{"name": "net-b", "default-route": ["10.7.9.1"]}])}
+    )
+    shim.kube.add_nad("ns1", "net-b", _nad_conf("b", "plug-b"))
+
+    def replace_defaults(netns, ifname, gateways):
+        if gateways:
+            raise CniError(
+                "DefaultRouteFailed",
+                "error setting default gateway: SetDefaultGW: Error getting link Link not found",
+            )
+
+    shim.routes.replace_defaults = replace_defaults
+    out = shim.run("ADD", shim.conf(), args=ADD_ARGS)
+    assert out.json["msg"] == (
+        "Multus: [ns1/pod1/uid-1]: error setting default gateway: SetDefaultGW: Error getting link Link not found"
+    )
+    # No rollback: Multus leaves what it added for the runtime's DEL.
+    assert [c[:2] for c in shim.executor.commands()] == [("ptp", "ADD"), ("plug-b", "ADD")]

@@ -53,7 +53,7 @@ def _body(conf):
         "CNI_CONTAINERID": "c1",
         "CNI_NETNS": "/run/netns/t1",
         "CNI_IFNAME": "eth0",
-        "CNI_ARGS": "IgnoreUnknown=1",
+        "CNI_ARGS": "IgnoreUnknown=1;K8S_POD_NAMESPACE=ns1;K8S_POD_NAME=pod1",
         "CNI_PATH": "/opt/cni/bin",
     }
     return json.dumps({"env": env, "config": base64.b64encode(json.dumps(conf).encode()).decode()}).encode()

@@ -156,6 +156,64 @@ def test_errors_are_the_thin_mode_error_json_with_the_reason_counted(rig, shim):
     assert logged[-1][0] == "error"
 
 
+def test_a_failed_container_request_leads_with_the_request_as_multus_daemon_words_it(rig, shim):
+    dispatcher, _, _, _ = rig
+    request = (
+        'ContainerID:"c1" Netns:"/run/netns/t1" IfName:"eth0" '
+        'Args:"IgnoreUnknown=1;K8S_POD_NAMESPACE=ns1;K8S_POD_NAME=pod1;K8S_POD_UID=uid-1" Path:""'
+    )
+    add = json.loads(dispatcher.serve(body(env_for("ADD"), b"{")).body)
+    thin = shim.run("ADD", b"{").json
+    assert add["msg"] == f"{request} ERRORED: error configuring pod [ns1/pod1] networking: {thin['msg']}"
+    assert (add["code"], add["details"]) == (thin["code"], thin["details"])
+    check = json.loads(dispatcher.serve(body(env_for("CHECK"), b"{")).body)
+    assert check["msg"] == f"{request} ERRORED: {thin['msg']}"
+    # STATUS and GC are about no container: the core's error as it is.
+    status = json.loads(dispatcher.serve(body(env_for("STATUS"), b"{")).body)
+    assert status["msg"] == thin["msg"]
+
+
+@pytest.mark.parametrize(
+    ("args", "why"),
+    [
+        ("", "could not extract the kubernetes runtime args: invalid CNI_ARG ''"),
+        (
+            "IgnoreUnknown=1;K8S_POD_NAMESPACE=ns1",
+            "could not extract the kubernetes runtime args: missing K8S_POD_NAME",
+        ),
+        ("K8S_POD_NAME=pod1", "could not extract the kubernetes runtime args: missing K8S_POD_NAMESPACE"),
+        (
+            "K8S_POD_NAMESPACE=ns1;K8S_POD_NAME=a=b",
+            "could not extract the kubernetes runtime args: invalid CNI_ARG 'K8S_POD_NAME=a=b'",
+        ),
+        (
+            "K8S_POD_NAMESPACE= ;K8S_POD_NAME=pod1",
+            'ContainerID:"c1" Netns:"/run/netns/t1" IfName:"eth0" Args:"K8S_POD_NAMESPACE= ;K8S_POD_NAME=pod1" '
+            'Path:"" ERRORED: required CNI variable missing. pod name: pod1; pod namespace: ',
+        ),
+    ],
+)
+def test_add_and_check_need_cni_args_naming_the_pod_before_anything_runs(rig, shim, args, why):
+    dispatcher, _, _, _ = rig
+    for command in ("ADD", "CHECK"):
+        answer = dispatcher.serve(body(env_for(command, args=args), shim.conf()))
+        assert answer.status == 400
+        doc = json.loads(answer.body)
+        assert (doc["msg"], doc["code"], doc["details"]) == (why, 4, "InvalidCniArgs")
+    assert shim.executor.commands() == []
+
+
+def test_a_request_without_cni_args_is_refused_with_its_env_shown():
+    from cni_shim.core import cniargs  # noqa: PLC0415
+
+    with pytest.raises(CniError) as err:
+        cniargs.runtime_pod({"CNI_COMMAND": "ADD", "B": "2"})
+    assert (
+        err.value.message
+        == "could not extract the kubernetes runtime args: missing CNI_ARGS: 'map[B:2 CNI_COMMAND:ADD]'"
+    )
+
+
 def test_same_container_requests_are_serialized_and_others_run_in_parallel():
     locks = KeyedLocks()
     inside = threading.Event()

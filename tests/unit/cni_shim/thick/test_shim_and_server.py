@@ -83,13 +83,29 @@ def test_add_forwards_env_and_config_bytes_and_prints_the_result(daemon):
     assert env == ENV
 
 
-def test_the_daemons_error_json_is_printed_untouched(daemon):
-    error = {"cniVersion": "1.0.0", "code": 7, "msg": "NoNetworkFound: cannot find x", "details": "d"}
+def test_the_daemons_error_comes_back_behind_the_multus_shims_context(daemon):
+    error = {"cniVersion": "1.0.0", "code": 7, "msg": "cannot find x", "details": "NoNetworkFound"}
     running = daemon(lambda body: Answer(400, json.dumps(error).encode(), "NoNetworkFound"))
-    status, out, _ = main.run(ENV, running.conf)
+    stdin = running.conf()
+    status, out, _ = main.run(ENV, lambda: stdin)
     assert status == 1
-    assert json.loads(out) == error
-    assert out == json.dumps(error, indent=4)
+    # What kubelet events show Multus users; code and details stay the daemon's.
+    wrapped = (
+        "CmdAdd (shim): CNI request failed with status 400: 'cannot find x\n': StdinData: " + stdin.decode()
+    )
+    assert json.loads(out) == {**error, "msg": wrapped}
+    # STATUS keeps a delegate's own error exactly as the daemon gave it.
+    status, out, _ = main.run({**ENV, "CNI_COMMAND": "STATUS"}, lambda: stdin)
+    assert (status, out) == (1, json.dumps(error, indent=4))
+
+
+def test_the_result_is_printed_in_the_shim_configs_version(daemon):
+    result = {"cniVersion": "1.0.0", "interfaces": [{"name": "eth0"}], "ips": [{"address": "10.1.0.5/24"}]}
+    running = daemon(lambda body: Answer(200, json.dumps({"Result": result}).encode(), "ok"))
+    stdin = json.dumps({**json.loads(running.conf()), "cniVersion": "0.2.0"}).encode()
+    status, out, _ = main.run(ENV, lambda: stdin)
+    assert status == 0
+    assert json.loads(out) == {"cniVersion": "0.2.0", "ip4": {"ip": "10.1.0.5/24"}}
 
 
 def test_an_empty_200_is_a_silent_success(daemon):
