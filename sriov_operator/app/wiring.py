@@ -114,13 +114,14 @@ def run(cfg: Config, stop: threading.Event) -> None:
             md = obj.get("metadata") or {}
             for worker, wanted in routes[kind]:
                 verdict = wanted(event_type, obj)
-                if verdict:
-                    worker.trigger()
+                # Logged before the trigger: the pass it wakes must never log ahead of its cause.
                 log.debug(
                     "%s %s %s/%s: %s for %s",
                     event_type, kind, md.get("namespace", ""), md.get("name", ""),
                     "enqueued" if verdict else "filtered", worker.name,
                 )  # fmt: skip
+                if verdict:
+                    worker.trigger()
 
         return on_event
 
