@@ -19,8 +19,8 @@ def _ip(netns: str, *args: str) -> str:
     ).stdout
 
 
-def test_replace_defaults_in_a_real_netns(netns):
-    ns = netns()
+def _net1_with_default_route(ns: str, *extra: list[str]) -> None:
+    """net1 (a veth) up at 10.5.0.2/24 with a default route via 10.5.0.254, then `extra` ip commands."""
     name = Path(ns).name
     subprocess.run(
         ["ip", "-n", name, "link", "add", "net1", "type", "veth", "peer", "name", "peer1"], check=True
@@ -30,9 +30,14 @@ def test_replace_defaults_in_a_real_netns(netns):
         ["link", "set", "peer1", "up"],
         ["addr", "add", "10.5.0.2/24", "dev", "net1"],
         ["route", "add", "default", "via", "10.5.0.254", "dev", "net1"],
-        ["route", "add", "10.9.0.0/16", "via", "10.5.0.254", "dev", "net1"],
+        *extra,
     ):
         subprocess.run(["ip", "-n", name, *cmd], check=True)
+
+
+def test_replace_defaults_in_a_real_netns(netns):
+    ns = netns()
+    _net1_with_default_route(ns, ["route", "add", "10.9.0.0/16", "via", "10.5.0.254", "dev", "net1"])
     IpRoutes().replace_defaults(ns, "net1", ["10.5.0.1"])
     routes = _ip(ns, "route", "show")
     assert [line.strip() for line in routes.splitlines() if line.startswith("default")] == [
@@ -50,16 +55,7 @@ def test_a_missing_interface_is_no_delete_error_but_a_requested_gateway_on_it_fa
     """Multus's DeleteDefaultGW looks the link up by name and, not finding it, lists the whole
     netns: every default route there goes and nothing fails; SetDefaultGW then needs the link."""
     ns = netns()
-    name = Path(ns).name
-    subprocess.run(
-        ["ip", "-n", name, "link", "add", "net1", "type", "veth", "peer", "name", "peer1"], check=True
-    )
-    for cmd in (
-        ["link", "set", "net1", "up"],
-        ["addr", "add", "10.5.0.2/24", "dev", "net1"],
-        ["route", "add", "default", "via", "10.5.0.254", "dev", "net1"],
-    ):
-        subprocess.run(["ip", "-n", name, *cmd], check=True)
+    _net1_with_default_route(ns)
     IpRoutes().replace_defaults(ns, "eth0", [])
     assert "default" not in _ip(ns, "route", "show")
     IpRoutes().replace_defaults(ns, "eth0", [])  # no route of either family left: still no error
