@@ -62,12 +62,12 @@ def install_driver_crds(testbed: TestBed) -> None:
     testbed.grant(testbed.user_of("driver"), DRIVER_RULES)
 
 
-class Agent:
+class Agent(processes.LoggedChild):
     """One sriov-dra-driver process; restartable with the same directories."""
 
     def __init__(self, testbed: TestBed, namespace: str, sysfs: Path, dirs: KubeletDirs) -> None:
         self.dirs = dirs
-        self.log = dirs.root / "driver.log"
+        super().__init__(dirs.root / "driver.log")
         self.env = {
             **os.environ,
             "NODE_NAME": testbed.node_name,
@@ -79,30 +79,13 @@ class Agent:
             "KUBECONFIG": str(testbed.kubeconfig_for("driver")),
             "CONFIGURATION_MODE": "MULTUS",
         }
-        self.proc: subprocess.Popen[bytes] | None = None
 
     @property
     def checkpoint(self) -> Path:
         return self.dirs.plugins / DRIVER / "checkpoint.json"
 
     def start(self) -> subprocess.Popen[bytes]:
-        with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [str(Path(sys.executable).parent / "sriov-dra-driver")],
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=REPO,
-            )
-        return self.proc
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            processes.terminate(self.proc, 15)
-        self.proc = None
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
+        return self.spawn([str(Path(sys.executable).parent / "sriov-dra-driver")], self.env, REPO)
 
 
 def put_policy(testbed: TestBed, ns: str, name: str, spec: dict[str, Any]) -> None:

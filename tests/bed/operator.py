@@ -12,7 +12,6 @@ import copy
 import json
 import os
 import secrets
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -146,10 +145,11 @@ def issue_node_state_identity(testbed: TestBed, namespace: str) -> str:
     return _issue(testbed, namespace, NODE_STATE_SA, "node-state.yaml", node_state_probe(namespace))
 
 
-class Operator:
+class Operator(processes.LoggedChild):
     """One sriov-operator process."""
 
     def __init__(self, kubeconfig: Path, namespace: str, log: Path, *args: str) -> None:
+        super().__init__(log)
         self.cmd = [
             str(Path(sys.executable).parent / "sriov-operator"),
             "--namespace", namespace,
@@ -157,22 +157,9 @@ class Operator:
             "--resync-seconds", "3600",
             *args,
         ]  # fmt: skip
-        self.log = log
-        self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                self.cmd, stdout=out, stderr=subprocess.STDOUT, cwd=REPO, env=dict(os.environ)
-            )
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            processes.terminate(self.proc, 15)
-        self.proc = None
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
+        self.spawn(self.cmd, os.environ, REPO)
 
 
 @contextmanager

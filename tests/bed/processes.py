@@ -147,6 +147,27 @@ def terminate(proc: subprocess.Popen[bytes], grace: float) -> None:
             proc.wait()
 
 
+class LoggedChild:
+    """A child the bed holds a handle on, its output appended to one log file."""
+
+    def __init__(self, log: Path) -> None:
+        self.log = log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def spawn(self, cmd: Sequence[str], env: Mapping[str, str], cwd: Path) -> subprocess.Popen[bytes]:
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, env=dict(env))
+        return self.proc
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            terminate(self.proc, 15)
+        self.proc = None
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
 def peak_rss_kib(pid: int) -> int | None:
     """VmHWM (peak resident set) of a live process, in KiB."""
     try:

@@ -127,7 +127,20 @@ def test_overlap_detection_reads_the_reported_inventory_and_follows_sysfs(
     cluster.put("sriovnetworknodepolicies", policy("by-root", {"rootDevices": [pf_b.pci]}, "b"))
     for name in ("by-name", "by-root"):
         cluster.wait_condition("sriovnetworknodepolicies", name, DRA, "DRAConfigurationApplied")
-    assert len(cluster.generated("sriovresourcepolicies")[node]["spec"]["configs"]) == 2
+    # The policies can be Applied before the reporter's first write puts this node in the plan.
+    wait_for(
+        lambda: (
+            len(
+                ((cluster.generated("sriovresourcepolicies").get(node) or {}).get("spec") or {}).get(
+                    "configs"
+                )
+                or []
+            )
+            == 2
+        ),
+        20,
+        what="the node's SriovResourcePolicy with both configs",
+    )
     # the same PF as by-name, through its PCI address, with a different map: the node is withdrawn
     cluster.put("sriovnetworknodepolicies", policy("also-a", {"rootDevices": [pf_a.pci]}, "other"))
     for name in ("by-name", "also-a"):
