@@ -39,6 +39,7 @@ from kubernetes.client.exceptions import ApiException
 from pyroute2 import netns
 
 from cni_shim import launcher
+from plugins.sriov import state as sriov_state
 from sriov_contract import keys
 from sriov_contract.errors import ReasonedError
 from tests.bed import bootstrap, processes, realnode
@@ -1028,6 +1029,15 @@ class Stack:
                 self.objects.delete_cluster_custom_object(
                     "resource.k8s.io", "v1", "resourceslices", item["metadata"]["name"]
                 )
+
+    @contextlib.contextmanager
+    def vf_locks(self, pcis: Sequence[str]) -> Iterator[None]:
+        """Hold the sriov plugin's own per-VF locks. Its DEL keeps a VF's lock from the IPAM release
+        to the VF's move back to the host, so what is read under them never sees a DEL half-way."""
+        with contextlib.ExitStack() as held:
+            for pci in sorted(pcis):  # one order for everyone; the plugin takes a single lock
+                held.enter_context(sriov_state.device_lock(str(self.run / "sriov-data"), pci))
+            yield
 
     def whereabouts_allocations(self, network_names: Sequence[str]) -> list[str]:
         """IPs whereabouts still holds on these networks (IPPools and overlapping reservations)."""

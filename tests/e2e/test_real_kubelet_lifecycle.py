@@ -193,6 +193,7 @@ def test_force_deleted_pod_is_torn_down_without_freeing_anything_unsafely(thick_
         claim = run.observe().claim["metadata"]["uid"]
         shadows = {s["metadata"]["name"] for s in stack.shadows(pairs.namespace, uid)}
         netns = stack.netns_path(uid)
+        vfs = [row.vf_pci for row in run.observe().rows]
         assert stack.driver is not None
         with stack.driver.paused():
             stack.core.delete_namespaced_pod(
@@ -203,14 +204,16 @@ def test_force_deleted_pod_is_torn_down_without_freeing_anything_unsafely(thick_
             networks = e2e.network_names(pairs)
             deadline = time.monotonic() + e2e.CLEANUP_TIMEOUT
             while os.path.exists(netns) and time.monotonic() < deadline:
-                try:
-                    links = ns_links(netns)
-                except subprocess.CalledProcessError:
-                    break  # the netns went away between the check and the read
-                held = [a for name in ("dra0", "dra1") for a in ipv4_addresses(links.get(name, {}))]
-                if held:
-                    leases = stack.whereabouts_allocations(networks)
-                    assert leases, f"whereabouts freed the leases while {held} are still in the Pod netns"
+                # Like sriov-cni, the plugin's DEL releases the lease before it moves the VF out:
+                # under its locks that DEL is either not begun or done.
+                with stack.vf_locks(vfs):
+                    try:
+                        links = ns_links(netns)
+                    except subprocess.CalledProcessError:
+                        break  # the netns went away between the check and the read
+                    held = [a for name in ("dra0", "dra1") for a in ipv4_addresses(links.get(name, {}))]
+                    freed = bool(held) and not stack.whereabouts_allocations(networks)
+                assert not freed, f"whereabouts freed the leases while {held} are still in the Pod netns"
                 time.sleep(0.05)  # a poll interval, bounded by the deadline above
             assert not os.path.exists(netns), "the kubelet never tore the force-deleted Pod's sandbox down"
             scan = stack.orphan_scan()
