@@ -12,7 +12,6 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cni_shim import reasons
 from cni_shim.core import cniargs, delegateplan, netconf, netstatus, protocol, results, versions
@@ -31,18 +30,24 @@ from cni_shim.errors import (
     config_error,
     delegate_error,
 )
-from cni_shim.ports import CacheStore, Clock, EventSink, Executor, KubeApi, Log, ManyNads, Routes
 from cni_shim.runner import Attachment, Runner, cache_key, negotiate, probe_versions
 from sriov_contract import keys
 from sriov_contract import reasons as contract_reasons
 from sriov_contract.errors import ReasonedError
+from sriov_contract.record import Record
+
+TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from cni_shim.core.delegates import Candidate
+    from cni_shim.ports import CacheStore, Clock, EventSink, Executor, KubeApi, Log, Routes
     from sriov_contract.networks import NetworkSelection
     from sriov_contract.registry import Registry
 
-Json = dict[str, Any]
+    Json = dict[str, Any]
+
 
 POD_RETRY_BUDGET = 2.5
 POD_RETRY_INTERVAL = 0.25
@@ -62,7 +67,7 @@ def stat_netns(path: str) -> str | None:
     return None
 
 
-class Services(NamedTuple):
+class Services(Record):
     """The adapters a mode plugs in; factories take the decoded config because it names dirs and kubeconfig."""
 
     executor: Executor
@@ -78,7 +83,7 @@ class Services(NamedTuple):
     events: EventSink | None = None
 
 
-class _Ctx(NamedTuple):
+class _Ctx(Record):
     req: protocol.Request
     conf: NetConf
     version: str
@@ -254,8 +259,10 @@ def _base_candidates(ctx: _Ctx, kube: KubeApi | None, pod: Json | None) -> list[
 def _nads(kube: KubeApi, selections: Sequence[NetworkSelection]) -> Iterator[Json | None]:
     """The selected NADs in order, read together when the view can (the daemon's live reads)."""
     keys = [(sel.namespace, sel.name) for sel in selections]
-    if isinstance(kube, ManyNads):
-        return kube.get_nads(keys)
+    # ports.ManyNads by its shape: isinstance on a Protocol would import `typing` into every start.
+    get_nads = getattr(kube, "get_nads", None)
+    if get_nads is not None:
+        return get_nads(keys)  # type: ignore[no-any-return]
     return (kube.get_nad(namespace, name) for namespace, name in keys)
 
 

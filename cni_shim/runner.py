@@ -9,19 +9,25 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
 
 from cni_shim import reasons
 from cni_shim.core import jsonbytes, results, versions
 from cni_shim.core.network import Network
 from cni_shim.errors import INCOMPATIBLE_VERSION, CniError
-from cni_shim.ports import CacheStore, Executor
 from sriov_contract.rawjson import JsonObject
+from sriov_contract.record import Record
 
-Json = dict[str, Any]
+TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from cni_shim.ports import CacheStore, Executor
+
+    Json = dict[str, Any]
 
 
-class Attachment(NamedTuple):
+class Attachment(Record):
     """Everything that identifies one delegate invocation besides its config."""
 
     container_id: str

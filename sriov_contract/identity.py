@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Final
 
 from sriov_contract import reasons
 from sriov_contract.document import (
@@ -25,6 +24,11 @@ from sriov_contract.document import (
 from sriov_contract.errors import ContractError
 from sriov_contract.keys import PROTOCOL_VERSION, SHADOW_NAME_PREFIX
 from sriov_contract.names import validate_sha256, validate_uid
+
+TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
+
+if TYPE_CHECKING:
+    from typing import Final
 
 __all__ = [
     "BindingIdentity",

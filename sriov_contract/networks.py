@@ -10,15 +10,14 @@ Standard library only: the CNI shim imports this on its hot path.
 
 from __future__ import annotations
 
-import ipaddress
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 
 from sriov_contract import rawjson
 from sriov_contract.errors import ReasonedError
 from sriov_contract.rawjson import JsonObject, JsonValue, RawNumber
 from sriov_contract.reasons import INVALID_NETWORKS_ANNOTATION
+from sriov_contract.record import Record
 
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 
@@ -34,31 +33,32 @@ _HEX_PAIR = "[0-9A-Fa-f]{2}"
 _HEX_QUAD = "[0-9A-Fa-f]{4}"
 
 
-@dataclass(frozen=True, slots=True)
-class PortMapping:
+class PortMapping(Record):
     host_port: int
     container_port: int
     protocol: str
     host_ip: str
 
 
-@dataclass(frozen=True, slots=True)
-class Bandwidth:
+class Bandwidth(Record):
     ingress_rate: int
     ingress_burst: int
     egress_rate: int
     egress_burst: int
 
 
-@dataclass(frozen=True, slots=True)
-class NetworkSelection:
-    """One validated selection; `raw` is the element exactly as written (synthesized for shorthand)."""
+class NetworkSelection(Record):
+    """One validated selection; `raw` is the element exactly as written (synthesized for shorthand).
+
+    Two selections are equal when their validated fields are: `raw` and `shorthand` only record
+    how it was written.
+    """
 
     name: str
     namespace: str
     interface: str | None
-    raw: JsonObject = field(compare=False)
-    shorthand: bool = field(default=False, compare=False)
+    raw: JsonObject
+    shorthand: bool = False
     ips: tuple[str, ...] = ()
     mac: str | None = None
     infiniband_guid: str | None = None
@@ -71,6 +71,20 @@ class NetworkSelection:
     def selection_tuple(self) -> tuple[str, str, str | None]:
         """The (namespace, name, interface) identity the driver uses to recognize its own entries."""
         return (self.namespace, self.name, self.interface)
+
+    def _compared(self) -> tuple[object, ...]:
+        return self[:3] + self[5:]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, NetworkSelection):
+            return NotImplemented
+        return self._compared() == other._compared()
+
+    def __ne__(self, other: object) -> bool:  # tuple's own would compare every field
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash(self._compared())
 
 
 # Multus's texts for the same failures (its parsePodNetworkAnnotation), carried in the error's
@@ -308,14 +322,10 @@ def _bandwidth(value: JsonValue, item: str) -> Bandwidth | None:
     return Bandwidth(*rates)
 
 
-def _matches(pattern: str) -> Callable[[str], bool]:
-    compiled = re.compile(pattern)
-    return lambda s: compiled.fullmatch(s) is not None
-
-
-# Go's net.ParseMAC: 6, 8 or 20 octets, colon/hyphen pairs or dotted quads of hex digits.
+# Go's net.ParseMAC: 6, 8 or 20 octets, colon/hyphen pairs or dotted quads of hex digits. Kept
+# as text: re compiles (and caches) them when a selection first gives a MAC, not on every start.
 _MAC_FORMS = tuple(
-    _matches(form)
+    form
     for n in (6, 8, 20)
     for form in (
         f"{_HEX_PAIR}(?::{_HEX_PAIR}){{{n - 1}}}",
@@ -326,11 +336,13 @@ _MAC_FORMS = tuple(
 
 
 def _is_go_mac(text: str) -> bool:
-    return any(form(text) for form in _MAC_FORMS)
+    return any(re.fullmatch(form, text) for form in _MAC_FORMS)
 
 
 def _is_go_ip(text: str) -> bool:
     # Go's net.ParseIP has no IPv6 zones; Python's ip_address accepts "fe80::1%eth0".
+    import ipaddress  # noqa: PLC0415 - only addresses and routes need it, not every start
+
     if "%" in text:
         return False
     try:
@@ -344,6 +356,8 @@ _PREFIX_LEN = re.compile(r"0|[1-9][0-9]{0,2}")
 
 
 def _is_go_cidr(text: str) -> bool:
+    import ipaddress  # noqa: PLC0415 - only addresses and routes need it, not every start
+
     addr, _, prefix = text.partition("/")
     if not _is_go_ip(addr) or _PREFIX_LEN.fullmatch(prefix) is None:
         return False

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Final
 
 from sriov_contract import reasons
-from sriov_contract.document import JSONObject, check_fields, compact, get_str, load_object
+from sriov_contract.document import check_fields, compact, get_str, load_object
 from sriov_contract.errors import ContractError
 from sriov_contract.identity import SHADOW_DIGEST_CHARS
 from sriov_contract.keys import SHADOW_NAME_PREFIX
 from sriov_contract.names import validate_dns_label, validate_interface
+
+TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
+
+if TYPE_CHECKING:
+    from typing import Final
+
+    from sriov_contract.document import JSONObject
 
 FIELDS: Final = ("name", "namespace", "interface")
 _SHADOW_NAME = re.compile(re.escape(SHADOW_NAME_PREFIX) + f"[0-9a-f]{{{SHADOW_DIGEST_CHARS}}}")

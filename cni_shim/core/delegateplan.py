@@ -9,15 +9,20 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Any, NamedTuple
 
 from cni_shim import reasons
 from cni_shim.errors import CniError
+from sriov_contract.record import Record
+
+TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
+
+if TYPE_CHECKING:
+    from typing import Any
 
 KIND = "cniShimDelegatesV1"
 
 
-class PlannedDelegate(NamedTuple):
+class PlannedDelegate(Record):
     name: str
     conf: bytes
     ifname: str
@@ -32,7 +37,7 @@ class PlannedDelegate(NamedTuple):
     default_route: tuple[str, ...] = ()
 
 
-class Plan(NamedTuple):
+class Plan(Record):
     container_id: str
     netns: str
     ifname: str

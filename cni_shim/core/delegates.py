@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
 
 from cni_shim import reasons
 from cni_shim.core import jsonbytes, network
@@ -20,6 +19,12 @@ from cni_shim.errors import INVALID_NETWORK_CONFIG, CniError, KubeApiError, conf
 from sriov_contract import reasons as contract_reasons
 from sriov_contract.networks import NetworkSelection, parse_network_selections
 from sriov_contract.rawjson import JsonObject
+from sriov_contract.record import Record
+
+TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
+
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_NETWORK_ANNOTATION = "v1.multus-cni.io/default-network"
 _CONF_EXTENSIONS = (".conf", ".json", ".conflist")
@@ -28,7 +33,7 @@ _DEVINFO_DIR = "/var/run/k8s.cni.cncf.io/devinfo/cni/"
 NadGetter = Callable[[str, str], "dict[str, Any] | None"]
 
 
-class Candidate(NamedTuple):
+class Candidate(Record):
     """A delegate before interface naming: its name, exact config bytes and the selection behind it."""
 
     name: str

@@ -8,11 +8,16 @@ spells a key differently still works; we fold the known keys the same way.
 from __future__ import annotations
 
 import json
-from typing import Any, NamedTuple
 
 from cni_shim import reasons
 from cni_shim.core import network
 from cni_shim.errors import DECODE_FAILURE, CniError, config_error
+from sriov_contract.record import Record
+
+TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
+
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_CONF_DIR = "/etc/cni/multus/net.d"
 DEFAULT_CNI_DIR = "/var/lib/cni/multus"
@@ -58,7 +63,7 @@ _KNOWN = (
 _FOLD = {k.lower(): k for k in _KNOWN}
 
 
-class NetConf(NamedTuple):
+class NetConf(Record):
     cni_version: str
     name: str
     kubeconfig: str = ""

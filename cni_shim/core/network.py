@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from cni_shim.errors import config_error
 from sriov_contract import rawjson
 from sriov_contract.rawjson import JsonObject, JsonValue
+from sriov_contract.record import Record
 
 
-class Network(NamedTuple):
+class Network(Record):
     name: str
     version: str
     candidate_versions: tuple[str, ...]

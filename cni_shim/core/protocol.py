@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any, NamedTuple
 
 from cni_shim import reasons
 from cni_shim.core import versions
@@ -20,6 +19,12 @@ from cni_shim.errors import (
     INVALID_NETWORK_CONFIG,
     CniError,
 )
+from sriov_contract.record import Record
+
+TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
+
+if TYPE_CHECKING:
+    from typing import Any
 
 COMMANDS = ("ADD", "DEL", "CHECK", "STATUS", "GC", "VERSION")
 _ID = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$")
@@ -38,7 +43,7 @@ MAX_CONTAINER_ID = 200
 _ENV_ORDER = ("CNI_COMMAND", "CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_ARGS", "CNI_PATH")
 
 
-class Request(NamedTuple):
+class Request(Record):
     """One CNI invocation, independent of how it arrived (process env or a daemon socket)."""
 
     command: str

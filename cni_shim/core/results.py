@@ -6,14 +6,17 @@ dns) with the version kept alongside, so conversion in either direction is one h
 
 from __future__ import annotations
 
-import ipaddress
-from typing import Any
-
 from cni_shim import reasons
 from cni_shim.core import versions
 from cni_shim.errors import DECODE_FAILURE, CniError
 
-Json = dict[str, Any]
+TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    Json = dict[str, Any]
+
 
 _LEGACY = ("0.1.0", "0.2.0")
 _V04 = ("0.3.0", "0.3.1", "0.4.0")
@@ -26,6 +29,8 @@ def _bad(message: str) -> CniError:
 
 
 def _family(address: str) -> int:
+    import ipaddress  # noqa: PLC0415 - only addresses and routes need it, not every start
+
     try:
         return ipaddress.ip_interface(address).version
     except ValueError as exc:
@@ -137,6 +142,8 @@ def _to_legacy(current: Json, target: str) -> Json:
 
 
 def _route_family(route: Json) -> int:
+    import ipaddress  # noqa: PLC0415 - only addresses and routes need it, not every start
+
     try:
         return ipaddress.ip_network(str(route.get("dst", "")), strict=False).version
     except ValueError:
@@ -145,6 +152,8 @@ def _route_family(route: Json) -> int:
 
 def is_default_route(route: Json) -> bool:
     """A route to 0.0.0.0/0 or ::/0 however it is spelled (Multus compares strings; we compare networks)."""
+    import ipaddress  # noqa: PLC0415 - only addresses and routes need it, not every start
+
     try:
         return ipaddress.ip_network(str(route.get("dst", "")), strict=False).prefixlen == 0
     except ValueError:

@@ -12,15 +12,20 @@ import binascii
 import json
 import os
 from collections.abc import Mapping
-from typing import Any, NamedTuple
 
 from cni_shim import reasons
 from cni_shim.errors import INVALID_NETWORK_CONFIG, CniError
+from sriov_contract.record import Record
+
+TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
+
+if TYPE_CHECKING:
+    from typing import Any
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
-class Connection(NamedTuple):
+class Connection(Record):
     server: str
     ca_file: str = ""
     ca_data: bytes = b""

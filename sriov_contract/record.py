@@ -1,0 +1,51 @@
+"""Typed immutable records for modules on the CNI executable's start-up path.
+
+A thin CNI invocation is a fresh interpreter, and it imports this package and the shim's core
+every time. There `typing` costs about 3 ms and `dataclasses` about 8 ms (it imports `inspect`),
+more than reading the Pod and its NADs. Type checkers see `typing.NamedTuple`; at run time the
+same class syntax builds the `collections.namedtuple` that `typing.NamedTuple` would build,
+keeping the body's methods, properties and docstring, so both behave alike. As with
+`typing.NamedTuple`, a method cannot use zero-argument `super()`.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False  # spelled out: importing it from typing is the cost this module avoids
+
+if TYPE_CHECKING:
+    from typing import NamedTuple as Record
+else:
+    from collections import namedtuple
+
+    # Set by namedtuple itself; the class body's own entries are everything else.
+    _GENERATED = frozenset({"__module__", "__annotations__", "__slots__", "__orig_bases__"})
+
+    class _RecordType(type):
+        def __new__(mcs, name: str, bases: tuple[type, ...], namespace: dict[str, object]) -> type:
+            if not bases:
+                return super().__new__(mcs, name, bases, namespace)
+            annotations = namespace.get("__annotations__", {})
+            assert isinstance(annotations, dict)
+            fields = tuple(annotations)
+            defaulted = tuple(f for f in fields if f in namespace)
+            if fields[len(fields) - len(defaulted) :] != defaulted:
+                raise TypeError(f"{name}: a field without a default follows one with a default")
+            record = namedtuple(
+                name,
+                fields,
+                defaults=[namespace[f] for f in defaulted],
+                module=str(namespace["__module__"]),
+            )
+            record.__annotations__ = dict(annotations)
+            for key, value in namespace.items():
+                if key not in fields and key not in _GENERATED:
+                    setattr(record, key, value)
+            return record
+
+    class Record(metaclass=_RecordType):
+        """Base of a typed record: `class Point(Record): x: int; y: int = 0`."""
+
+        __slots__ = ()
+
+
+__all__ = ["Record"]
