@@ -77,7 +77,9 @@ def _own(stats: Mapping[Any, Any], count: int, within: tuple[str, ...] = ()) -> 
     ]
 
 
-def measure(bed: TestBed, tools: ToolSet, work: Path, cycles: int, root: Path = REPO) -> dict[str, Any]:
+def measure(
+    bed: TestBed, tools: ToolSet, work: Path, cycles: int, root: Path = REPO, dump: Path | None = None
+) -> dict[str, Any]:
     bin_dir = make_cni_bin_dir(work / "bin", tools)
     ns = f"bench-pthin-{secrets.token_hex(3)}"
     pod, uid = thick_compare.workload(bed, ns, work / "ipam")
@@ -123,6 +125,7 @@ def measure(bed: TestBed, tools: ToolSet, work: Path, cycles: int, root: Path = 
                     input=json.dumps(conf).encode(),
                     env=env,
                     capture_output=True,
+                    check=False,
                 )
                 wall = (time.perf_counter() - start) * 1000
                 if done.returncode != 0:
@@ -143,6 +146,8 @@ def measure(bed: TestBed, tools: ToolSet, work: Path, cycles: int, root: Path = 
         median = {part: statistics.median(r[part] for r in rows) for part in rows[0]}
         merged_stats = merged[verb]
         assert merged_stats is not None
+        if dump is not None:
+            merged_stats.dump_stats(str(dump / f"thin-{verb}.prof"))
         raw = merged_stats.stats  # type: ignore[attr-defined]
         per = {k: (v[0], v[1], v[2] / len(rows), v[3] / len(rows), v[4]) for k, v in raw.items()}
         result[verb] = {
@@ -175,9 +180,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--root", type=Path, default=REPO, help="the checkout whose cni_shim runs (compare two)"
     )
+    parser.add_argument(
+        "--dump", type=Path, help="also write the merged profiles here (thin-ADD.prof, thin-DEL.prof)"
+    )
     opts = parser.parse_args(argv)
     return standalone(
-        "bench-pthin-", lambda bed, tools, work: report(measure(bed, tools, work, opts.cycles, opts.root))
+        "bench-pthin-",
+        lambda bed, tools, work: report(measure(bed, tools, work, opts.cycles, opts.root, opts.dump)),
     )
 
 

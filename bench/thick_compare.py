@@ -261,12 +261,15 @@ def startup_ms(binary: Path, runs: int = 51) -> dict[str, Any]:
     return summary(samples)
 
 
+# What a thin ADD of a Pod with a networks annotation imports, the deferred imports included.
 THIN_MODULES = (
     "cni_shim.main",
     "cni_shim.thick.forward",
     "cni_shim.handler",
     "cni_shim.wiring",
     "cni_shim.kube.thin_client",
+    "cni_shim.core.delegates",
+    "sriov_contract.networks",
 )
 OWN_PACKAGES = ("cni_shim", "sriov_contract")
 

@@ -6,8 +6,6 @@ already fetched and the exact spec.config bytes. It is an ownership guard, not a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from sriov_contract import reasons
 from sriov_contract.document import (
     check_fields,
@@ -30,6 +28,7 @@ from sriov_contract.names import (
     validate_sha256,
     validate_uid,
 )
+from sriov_contract.record import Record
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 
@@ -54,8 +53,7 @@ SOURCE_FIELDS: Final = ("namespace", "name", "uid", "resourceVersion")
 _WHAT: Final = f"annotation {BINDING_ANNOTATION}"
 
 
-@dataclass(frozen=True)
-class SourceRef:
+class SourceRef(Record):
     """The source template the shadow was rendered from; diagnostic provenance only."""
 
     namespace: str
@@ -78,8 +76,7 @@ class SourceRef:
         }
 
 
-@dataclass(frozen=True)
-class Binding:
+class Binding(Record):
     version: int
     attachment_id: str
     pod_uid: str

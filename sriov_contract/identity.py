@@ -9,8 +9,8 @@ implement differently.
 
 from __future__ import annotations
 
+import functools
 import hashlib
-from dataclasses import dataclass
 
 from sriov_contract import reasons
 from sriov_contract.document import (
@@ -24,6 +24,7 @@ from sriov_contract.document import (
 from sriov_contract.errors import ContractError
 from sriov_contract.keys import PROTOCOL_VERSION, SHADOW_NAME_PREFIX
 from sriov_contract.names import validate_sha256, validate_uid
+from sriov_contract.record import Record
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 
@@ -63,8 +64,7 @@ def _validate_text(value: str, field: str) -> str:
     return value
 
 
-@dataclass(frozen=True)
-class BindingIdentity:
+class BindingIdentity(Record):
     """The allocation a shadow NAD stands for; never includes versions, times or batch order."""
 
     protocol_version: int
@@ -83,8 +83,6 @@ class BindingIdentity:
         _validate_text(self.driver, "driver")
         _validate_text(self.pool, "pool")
         _validate_text(self.device, "device")
-        # Every check and name derives from this hash, often several times per object: compute it once.
-        object.__setattr__(self, "_attachment_id", hashlib.sha256(self.canonical_bytes()).hexdigest())
 
     def _values(self) -> tuple[str, ...]:
         return (
@@ -105,7 +103,7 @@ class BindingIdentity:
         return bytes(out)
 
     def attachment_id(self) -> str:
-        return str(self.__dict__["_attachment_id"])
+        return _attachment_id(self)
 
     def shadow_name(self) -> str:
         return shadow_name_for(self.attachment_id())
@@ -115,6 +113,13 @@ class BindingIdentity:
 
     def to_json(self) -> str:
         return compact(self.to_dict())
+
+
+# Every check and name derives from this hash, often several times per identity: an identity is
+# immutable and its hash depends on its fields alone, so each is hashed once.
+@functools.lru_cache(maxsize=8192)
+def _attachment_id(identity: BindingIdentity) -> str:
+    return hashlib.sha256(identity.canonical_bytes()).hexdigest()
 
 
 def shadow_name_for(attachment_id: str) -> str:

@@ -7,10 +7,10 @@ The rules are the ones fixtures/README.md specifies, so Go and Python agree byte
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from sriov_contract import reasons
 from sriov_contract.errors import ContractError
+from sriov_contract.record import Record
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 
@@ -34,8 +34,7 @@ def _fail(reason: str, field: str, value: object, rule: str) -> ContractError:
     return ContractError(reason, f"{field} {value!r} {rule}", field=field, value=value)
 
 
-@dataclass(frozen=True)
-class _Syntax:
+class _Syntax(Record):
     """A validator that returns its input unchanged or names the field and the rule it broke."""
 
     pattern: re.Pattern[str]

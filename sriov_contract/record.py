@@ -6,6 +6,10 @@ more than reading the Pod and its NADs. Type checkers see `typing.NamedTuple`; a
 same class syntax builds the `collections.namedtuple` that `typing.NamedTuple` would build,
 keeping the body's methods, properties and docstring, so both behave alike. As with
 `typing.NamedTuple`, a method cannot use zero-argument `super()`.
+
+One addition, as in a dataclass: a `__post_init__(self)` in the body runs after every
+construction (`_make` and `_replace` included), so a record that validates its fields there
+cannot exist with invalid ones.
 """
 
 from __future__ import annotations
@@ -40,7 +44,21 @@ else:
             for key, value in namespace.items():
                 if key not in fields and key not in _GENERATED:
                     setattr(record, key, value)
+            if "__post_init__" in namespace:
+                _checked(record)
             return record
+
+    def _checked(record: type) -> None:
+        build = record.__new__
+
+        def checked(cls: type, *args: object, **kwargs: object) -> object:
+            made = build(cls, *args, **kwargs)
+            made.__post_init__()
+            return made
+
+        record.__new__ = checked  # type: ignore[method-assign]
+        # namedtuple's _make (and so _replace) builds with tuple.__new__, past the check.
+        record._make = classmethod(lambda cls, iterable: cls(*iterable))  # type: ignore[attr-defined]
 
     class Record(metaclass=_RecordType):
         """Base of a typed record: `class Point(Record): x: int; y: int = 0`."""

@@ -7,7 +7,6 @@ drop exactly one claim's entries and leave manual and other claims' selections a
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
 
 from sriov_contract import reasons
 from sriov_contract.document import (
@@ -23,6 +22,7 @@ from sriov_contract.errors import ContractError
 from sriov_contract.identity import shadow_name_for
 from sriov_contract.keys import PROTOCOL_VERSION, REGISTRY_ANNOTATION
 from sriov_contract.names import validate_dns_label, validate_interface, validate_sha256, validate_uid
+from sriov_contract.record import Record
 from sriov_contract.selection import SelectionElement, validate_shadow_name
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
@@ -37,8 +37,7 @@ ENTRY_FIELDS: Final = ("attachmentID", "claimUID", "namespace", "name", "uid", "
 _WHAT: Final = f"annotation {REGISTRY_ANNOTATION}"
 
 
-@dataclass(frozen=True)
-class RegistryEntry:
+class RegistryEntry(Record):
     attachment_id: str
     claim_uid: str
     namespace: str
@@ -88,8 +87,7 @@ def _first_repeat(values: Sequence[Hashable]) -> int | None:
     return None
 
 
-@dataclass(frozen=True)
-class Registry:
+class Registry(Record):
     version: int
     pod_uid: str
     entries: tuple[RegistryEntry, ...]

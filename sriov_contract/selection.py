@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from sriov_contract import reasons
 from sriov_contract.document import check_fields, compact, get_str, load_object
@@ -11,6 +10,7 @@ from sriov_contract.errors import ContractError
 from sriov_contract.identity import SHADOW_DIGEST_CHARS
 from sriov_contract.keys import SHADOW_NAME_PREFIX
 from sriov_contract.names import validate_dns_label, validate_interface
+from sriov_contract.record import Record
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 
@@ -37,8 +37,7 @@ def validate_shadow_name(value: str, field: str = "name") -> str:
     return value
 
 
-@dataclass(frozen=True)
-class SelectionElement:
+class SelectionElement(Record):
     name: str
     namespace: str
     interface: str

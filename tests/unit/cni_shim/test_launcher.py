@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 from cni_shim import launcher
@@ -58,3 +59,25 @@ def test_fast_launcher_still_reads_a_yaml_kubeconfig(tmp_path):
     # the YAML parsed; the failure is the unreachable server, reported as try-again-later
     assert doc["code"] == 11, doc
     assert "127.0.0.1:1" in doc["msg"]
+
+
+# Each of these alone costs a thin invocation milliseconds (dataclasses pulls in inspect, ast, dis).
+HEAVY = ("typing", "dataclasses", "inspect", "email", "http", "subprocess", "yaml", "urllib3")
+
+
+def test_a_thin_add_loads_no_heavy_module():
+    """A fresh -S interpreter loads everything a thin ADD can: bench.thick_compare's list (the
+    annotation parser and delegate builder included) and the managed-shadow guard with the
+    contract's parsers. None of the heavy modules may come along."""
+    from bench.thick_compare import THIN_MODULES  # noqa: PLC0415 - the bench's profile measures this list
+
+    probe = (
+        f"import sys; sys.path.insert(0, {str(Path(launcher.__file__).resolve().parents[1])!r}); "
+        f"import {', '.join(THIN_MODULES)}, cni_shim.core.guard; "
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))"
+    )
+    out = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    assert {"cni_shim.core.delegates", "sriov_contract.networks", "cni_shim.kube.thin_client"} <= set(
+        THIN_MODULES
+    )

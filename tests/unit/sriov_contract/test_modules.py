@@ -254,10 +254,9 @@ def test_registry_round_trip_and_duplicates() -> None:
     assert parse_registry(reg.to_json()) == reg
     assert reason(Registry, 1, POD, (entry(a), entry(a, "dra1"))) == "DuplicateAttachmentID"
     assert reason(Registry, 1, POD, (entry(a), entry(b))) == "DuplicateInterface"
-    other_ns = RegistryEntry(*(vars(entry(b, "dra1")) | {"namespace": "other"}).values())
+    other_ns = RegistryEntry(**(entry(b, "dra1")._asdict() | {"namespace": "other"}))
     assert reason(Registry, 1, POD, (entry(a), other_ns)) == "MixedNamespaces"
-    wrong_name = dict(vars(entry(a)))
-    wrong_name["name"] = b.shadow_name()
+    wrong_name = entry(a)._asdict() | {"name": b.shadow_name()}
     assert reason(RegistryEntry, *wrong_name.values()) == "ShadowNameMismatch"
 
 

@@ -94,7 +94,7 @@ def test_a_claim_listed_exactly_as_recorded_is_healthy() -> None:
 
 
 def test_the_pods_other_ready_claims_must_be_selected_too() -> None:
-    identity = replace(RECORD.identity, claim_uid=OTHER_UID, device="0000-17-00-2")
+    identity = RECORD.identity._replace(claim_uid=OTHER_UID, device="0000-17-00-2")
     other = replace(RECORD, identity=identity, interface="dra1", plan_index=1)
     listing = replace(_listing(), ready={POD_UID: [RECORD, other]})
     assert _drift(listing) == "the Pod's selections are incomplete"
@@ -179,7 +179,7 @@ def test_an_unreadable_record_takes_the_live_path_which_reports_it() -> None:
 
 
 def test_own_bindings_are_the_records_among_its_pods() -> None:
-    other = replace(RECORD, identity=replace(RECORD.identity, claim_uid=OTHER_UID))
+    other = replace(RECORD, identity=RECORD.identity._replace(claim_uid=OTHER_UID))
     assert own_bindings(replace(_listing(), ready={POD_UID: [other, RECORD]}), RECORDED) == [RECORD]
     assert own_bindings(PassListing(shadows={}), RECORDED) == []
 

@@ -52,7 +52,7 @@ def _contract_message(text: str) -> str:
     return err.value.message
 
 
-_STRANGER = replace(RECORD, identity=replace(RECORD.identity, pod_uid=OTHER_UID)).binding().to_json()
+_STRANGER = replace(RECORD, identity=RECORD.identity._replace(pod_uid=OTHER_UID)).binding().to_json()
 _OTHER_INTERFACE = replace(RECORD, interface="dra1").binding().to_json()
 
 
