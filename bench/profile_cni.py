@@ -61,13 +61,13 @@ def _cumulative(stats: Mapping[Any, Any], module: str, name: str) -> float:
     return float(sum(v[3] for (f, _line, fn), v in stats.items() if f.endswith(module) and fn == name))
 
 
-def _own(stats: Mapping[Any, Any], count: int, within: tuple[str, ...] = ()) -> list[str]:
+def hottest(stats: Mapping[Any, Any], count: int, within: tuple[str, ...] = ()) -> list[str]:
     rows = [
         (key, v) for key, v in stats.items() if not within or any(f"/{part}/" in key[0] for part in within)
     ]
     rows.sort(key=lambda kv: kv[1][2], reverse=True)
     return [
-        f"{Path(f).name}:{line}({fn}) {v[2] * 1000:.0f} ms ({v[1]} calls)"
+        f"{Path(f).name}:{line}({fn}) {v[2] * 1000:.1f} ms ({v[1]} calls)"
         for (f, line, fn), v in rows[:count]
     ]
 
@@ -135,8 +135,8 @@ def measure(bed: TestBed, tools: ToolSet, work: Path, cycles: int) -> dict[str, 
         "delegates_ms": delegates,
         "api_ms": api,
         "rest_ms": wall - delegates - api,
-        "hottest_overall": _own(stats, 3),
-        "hottest_ours": _own(stats, 3, OURS),
+        "hottest_overall": hottest(stats, 3),
+        "hottest_ours": hottest(stats, 3, OURS),
     }
 
 

@@ -29,6 +29,7 @@ from kubernetes import client
 
 from bench import thick_compare
 from bench.common import network_namespace, standalone
+from bench.profile_cni import OURS, hottest
 from tests.bed.bed import TestBed
 from tests.bed.tools import ToolSet
 from tests.support.cni import make_cni_bin_dir
@@ -55,7 +56,6 @@ PARTS: Mapping[str, tuple[tuple[str, str], ...]] = {
     "api": (("thin_client.py", "request"),),
     "delegates": (("execution.py", "execute"),),
 }
-OURS = ("cni_shim", "sriov_contract")
 
 
 def _cumulative(stats: Mapping[Any, Any], parts: tuple[tuple[str, str], ...]) -> float:
@@ -66,15 +66,6 @@ def _cumulative(stats: Mapping[Any, Any], parts: tuple[tuple[str, str], ...]) ->
         for suffix, fn in parts
         if path.endswith(suffix) and name == fn
     )
-
-
-def _own(stats: Mapping[Any, Any], count: int, within: tuple[str, ...] = ()) -> list[str]:
-    rows = [(key, v) for key, v in stats.items() if not within or any(f"/{p}/" in key[0] for p in within)]
-    rows.sort(key=lambda kv: kv[1][2], reverse=True)
-    return [
-        f"{Path(f).name}:{line}({fn}) {v[2] * 1000:.2f} ms ({v[1]} calls)"
-        for (f, line, fn), v in rows[:count]
-    ]
 
 
 def measure(
@@ -152,8 +143,8 @@ def measure(
         per = {k: (v[0], v[1], v[2] / len(rows), v[3] / len(rows), v[4]) for k, v in raw.items()}
         result[verb] = {
             **median,
-            "hottest_ours": _own(per, 8, OURS),
-            "hottest_overall": _own(per, 8),
+            "hottest_ours": hottest(per, 8, OURS),
+            "hottest_overall": hottest(per, 8),
         }
     return result
 
