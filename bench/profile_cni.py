@@ -91,7 +91,7 @@ def measure(bed: TestBed, tools: ToolSet, work: Path, cycles: int) -> dict[str, 
         _LiveOnly(ApiServer.connect(str(bed.kubeconfig_for("admin"))), metrics, readers),
         metrics,
         lambda *_a, **_k: None,
-        base_services=lambda env: wiring.services(env)._replace(executor=executor),
+        base_services=lambda env: wiring.services(env)._replace(executor=executor, versions_for=None),
     )
     conf = base64.b64encode(
         json.dumps({"cniVersion": "1.0.0", "name": "multus-cni-network", "type": "cni-shim"}).encode()

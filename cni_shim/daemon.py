@@ -166,7 +166,7 @@ def run(conf: DaemonConfig, env: dict[str, str], *, test_hooks: bool, log: JsonL
     executor = VersionCache(
         ChrootExecutor(conf.chroot_dir) if rooted else ProcessExecutor(), conf.chroot_dir if rooted else ""
     )
-    base = lambda env: wiring.services(env)._replace(executor=executor)  # noqa: E731
+    base = lambda env: wiring.services(env)._replace(executor=executor, versions_for=None)  # noqa: E731
     readers = ThreadPoolExecutor(NAD_READERS, thread_name_prefix="nad-read") if api is not None else None
     views = DaemonViews(api, pods, nads, metrics, readers)
     pod_events = EventQueue(api, metrics, log).start() if api is not None else None

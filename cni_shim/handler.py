@@ -81,6 +81,9 @@ class Services(Record):
     netns_problem: Callable[[str], str | None] = stat_netns
     # Pod Events (AddedInterface, NoNetworkFound); None writes none whatever the config says.
     events: EventSink | None = None
+    # What asks delegates for their VERSION, given cniDir (thin mode keeps the answers there);
+    # None: `executor` itself (the daemon's remembers them in memory).
+    versions_for: Callable[[str], Executor] | None = None
 
 
 class _Ctx(Record):
@@ -384,6 +387,11 @@ def _pod_candidates(
     return out
 
 
+def _prober(ctx: _Ctx) -> Executor:
+    versions_for = ctx.svc.versions_for
+    return versions_for(ctx.conf.cni_dir) if versions_for is not None else ctx.svc.executor
+
+
 def _plan(ctx: _Ctx, candidates: Sequence[Candidate], *, probe: bool) -> delegateplan.Plan:
     from cni_shim.core import delegates  # noqa: PLC0415 - building delegates: not on the cached DEL path
 
@@ -396,7 +404,7 @@ def _plan(ctx: _Ctx, candidates: Sequence[Candidate], *, probe: bool) -> delegat
                 ptype = str(plugin["type"])
                 if ptype not in supported:
                     supported[ptype] = probe_versions(
-                        ctx.svc.executor, ptype, ctx.search_path, ctx.svc.delegate_env
+                        _prober(ctx), ptype, ctx.search_path, ctx.svc.delegate_env
                     )
     else:
         supported = {str(p["type"]): versions.SUPPORTED for n in networks for p in n.plugins}
@@ -786,9 +794,7 @@ def _status_version(ctx: _Ctx, net: Network) -> str | None:
     if not any(v and versions.at_least(v, "1.1.0") for v in net.candidate_versions):
         return None
     supported = {
-        str(p["type"]): probe_versions(
-            ctx.svc.executor, str(p["type"]), ctx.search_path, ctx.svc.delegate_env
-        )
+        str(p["type"]): probe_versions(_prober(ctx), str(p["type"]), ctx.search_path, ctx.svc.delegate_env)
         for p in net.plugins
     }
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping
 
@@ -12,11 +13,16 @@ from cni_shim.node.cache import FileCacheStore
 from cni_shim.node.execution import ProcessExecutor
 from cni_shim.node.logs import Logger
 from cni_shim.node.routes import IpRoutes
+from cni_shim.node.versioncache import FileVersionCache
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 
 if TYPE_CHECKING:
     from cni_shim.ports import KubeApi
+
+
+# Under cniDir, beside the delegate plans (files) and results (a directory).
+VERSIONS_DIR = "versions"
 
 
 class SystemClock:
@@ -51,8 +57,9 @@ def services(env: Mapping[str, str]) -> Services:
             clients[conf.kubeconfig] = build(conf)
         return clients[conf.kubeconfig]
 
+    executor = ProcessExecutor()
     return Services(
-        executor=ProcessExecutor(),
+        executor=executor,
         store_for=FileCacheStore,
         kube_for=cached_kube,
         log_for=lambda conf: Logger(conf.log_level, conf.log_to_stderr, conf.log_file),
@@ -61,4 +68,5 @@ def services(env: Mapping[str, str]) -> Services:
         routes=IpRoutes(),
         # The invocation's one API client, once the ADD has made it (none: no Events).
         events=ThinEvents(lambda: next((c for c in clients.values() if c is not None), None)),
+        versions_for=lambda cni_dir: FileVersionCache(executor, os.path.join(cni_dir, VERSIONS_DIR)),
     )
