@@ -1,3 +1,5 @@
+import operator
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -223,3 +225,14 @@ def test_shorthand_round_trips_through_json(items):
     assert [s.selection_tuple() for s in sels] == [(ns or POD_NS, n, i) for ns, n, i in items]
     again = parse_network_selections(selections_to_annotation(sels), POD_NS)
     assert again == sels
+
+
+def test_selections_are_equal_by_their_validated_fields_not_their_spelling():
+    short = one("ns1/net1@eth1")
+    spelled = one('[{"name": "net1", "namespace": "ns1", "interface": "eth1", "x-note": 1}]')
+    assert short.shorthand and not spelled.shorthand and short.raw != spelled.raw
+    assert short == spelled and not operator.ne(short, spelled)  # tuple's own != would differ
+    assert hash(short) == hash(spelled) and len({short, spelled}) == 1
+    other = one("ns1/net1@eth2")
+    assert short != other and not operator.eq(short, other)
+    assert short != short.selection_tuple()  # a plain tuple of the same values is not a selection
