@@ -56,9 +56,9 @@ else:
             made.__post_init__()
             return made
 
-        record.__new__ = checked  # type: ignore[method-assign]
+        record.__new__ = checked
         # namedtuple's _make (and so _replace) builds with tuple.__new__, past the check.
-        record._make = classmethod(lambda cls, iterable: cls(*iterable))  # type: ignore[attr-defined]
+        record._make = classmethod(lambda cls, iterable: cls(*iterable))
 
     class Record(metaclass=_RecordType):
         """Base of a typed record: `class Point(Record): x: int; y: int = 0`."""
