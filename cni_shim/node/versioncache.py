@@ -80,6 +80,10 @@ class FileVersionCache:
         try:
             os.makedirs(self._directory, mode=0o700, exist_ok=True)
             atomic_write(file, answer, durable=False)
+            # The answers of the binary this one replaced are never read again.
+            for old in os.listdir(self._directory):
+                if old != name and old.startswith(f"{plugin}.") and old.endswith(f".{tag:08x}"):
+                    os.unlink(os.path.join(self._directory, old))
         except OSError:
             pass  # the next invocation asks the plugin again
         return answer

@@ -64,9 +64,12 @@ def test_thin_mode_asks_once_across_invocations_and_again_after_an_upgrade(tmp_p
     assert inner.calls == ["VERSION", "DEL"]
     other_request = FileVersionCache(inner, str(answers)).execute("ptp", [str(bin_dir)], version, b'{"x":1}')
     assert other_request != first and inner.calls == ["VERSION", "DEL", "VERSION"]
+    assert len(os.listdir(answers)) == 2
     plugin(bin_dir, "#!/bin/sh\n# upgraded\n")
     assert FileVersionCache(inner, str(answers)).execute("ptp", [str(bin_dir)], version, b"{}") != first
     assert inner.calls == ["VERSION", "DEL", "VERSION", "VERSION"]
+    # The replaced binary's answer to the same request is gone; the other request's stays.
+    assert len(os.listdir(answers)) == 2
 
 
 def test_thin_mode_without_a_writable_cni_dir_asks_every_time(tmp_path):
