@@ -72,7 +72,7 @@ def hottest(stats: Mapping[Any, Any], count: int, within: tuple[str, ...] = ()) 
     ]
 
 
-def measure(bed: TestBed, tools: ToolSet, work: Path, cycles: int) -> dict[str, Any]:
+def measure(bed: TestBed, tools: ToolSet, work: Path, cycles: int, dump: str = "") -> dict[str, Any]:
     bin_dir = make_cni_bin_dir(work / "bin", tools)
     ns = f"bench-prof-{secrets.token_hex(3)}"
     pod, uid = thick_compare.workload(bed, ns, work / "ipam")
@@ -124,6 +124,8 @@ def measure(bed: TestBed, tools: ToolSet, work: Path, cycles: int) -> dict[str, 
         wall = (time.perf_counter() - start) / cycles * 1000
     readers.shutdown()
     client.CoreV1Api(bed.api_client).delete_namespace(ns)
+    if dump:
+        profiler.dump_stats(dump)  # for `python -m pstats` or snakeviz
     stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
     per = 1000 / cycles
     delegates = _cumulative(stats, "execution.py", "execute") * per
@@ -156,8 +158,11 @@ def report(r: Mapping[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--cycles", type=int, default=30)
+    parser.add_argument("--dump", default="", help="also write the raw profile to this file")
     opts = parser.parse_args(argv)
-    return standalone("bench-prof-", lambda bed, tools, work: report(measure(bed, tools, work, opts.cycles)))
+    return standalone(
+        "bench-prof-", lambda bed, tools, work: report(measure(bed, tools, work, opts.cycles, opts.dump))
+    )
 
 
 if __name__ == "__main__":
