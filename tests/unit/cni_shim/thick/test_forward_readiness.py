@@ -12,7 +12,7 @@ import pytest
 from cni_shim import main
 from cni_shim.thick import forward
 from cni_shim.thick.dispatch import Answer
-from cni_shim.thick.server import State, listen
+from cni_shim.thick.server import Reply, Server, State, listen
 from tests.support.cni_daemon import SHIM_ENV as ENV
 
 RESULT = {"cniVersion": "1.0.0", "interfaces": [{"name": "eth0"}]}
@@ -38,7 +38,7 @@ class Daemon:
         self.state = state
         self.paths: list[str] = []
         self.served: list[bytes] = []
-        self._servers: list[object] = []
+        self._servers: list[Server] = []
 
     def start(self) -> None:
         def serve(body: bytes) -> Answer:
@@ -46,21 +46,20 @@ class Daemon:
             return Answer(200, json.dumps({"Result": RESULT}).encode(), "ok")
 
         server = listen(str(self.socket_dir), serve, self.state, None)
-        paths = self.paths
+        route = server.route
 
-        class Recording(server.RequestHandlerClass):  # type: ignore[name-defined,misc]
-            def _route(self, method: str) -> None:
-                paths.append(f"{method} {self.path}")
-                super()._route(method)
+        def recording(method: str, path: str, body: bytes) -> Reply:
+            self.paths.append(f"{method} {path}")
+            return route(method, path, body)
 
-        server.RequestHandlerClass = Recording
+        server.route = recording  # type: ignore[method-assign]
         threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         self._servers.append(server)
 
     def stop(self) -> None:
         for server in self._servers:
-            server.shutdown()  # type: ignore[attr-defined]
-            server.server_close()  # type: ignore[attr-defined]
+            server.shutdown()
+            server.server_close()
 
     def conf(self) -> bytes:
         return json.dumps(
