@@ -12,11 +12,13 @@ non-JSON types) is handed to the real `json` module, so nothing changes except t
 from __future__ import annotations
 
 import _json
-import math
 
 _WHITESPACE = " \t\n\r"
 _CONSTANTS = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}
 _BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
+# json's spelling of what repr() writes as nan/inf (read off repr, so `math`, one more extension
+# module for every shim process to load, is not needed).
+_NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
 
 
 class _Context:
@@ -71,11 +73,8 @@ class _Unusual(Exception):
 
 
 def _float(value: float) -> str:
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    return float.__repr__(value)
+    text = float.__repr__(value)
+    return _NON_FINITE.get(text, text)
 
 
 def _encode(value: object, out: list[str], indent: int | None, level: int) -> None:

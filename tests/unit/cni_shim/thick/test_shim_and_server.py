@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import stat
@@ -12,6 +13,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cni_shim import launcher, main
 from cni_shim.thick import forward
@@ -256,3 +259,11 @@ def test_the_thick_shim_imports_only_the_standard_library(tmp_path):
         for m in loaded
         if m.split(".")[0] in ("yaml", "jsonschema", "kubernetes", "pyroute2", "email", "http", "ssl")
     ]
+    # Each extension module is a shared object to load on every invocation: only the two it needs.
+    assert not {"binascii", "math", "base64"} & set(loaded)
+    assert {"_socket", "_json"} <= set(loaded)
+
+
+@given(st.binary(max_size=3000))
+def test_the_shims_base64_is_the_standard_one(data):
+    assert forward.base64(data) == base64.b64encode(data).decode()
