@@ -7,7 +7,7 @@ waits. The daemon's own `run` serves in this process's main thread (server, disp
 informers, Event queue and logs exactly as deployed, live reads on), a client thread runs the
 real thin-launcher shim once per verb (ADD then DEL, same workload as bench.thick_compare), and
 timers wrapped around the daemon's seams record each phase: the shim's start-up until the
-daemon accepts, the handler thread's start, HTTP parsing, request decode, each API call, the
+daemon accepts, HTTP parsing, request decode, each API call, the
 wait for the NAD reads, the delegate-cache I/O, each delegate process (spawn to exit), the log
 line, the reply, and what is left (the core's own Python). Medians per request, in ms.
 """
@@ -20,7 +20,6 @@ import json
 import os
 import secrets
 import signal
-import socketserver
 import statistics
 import sys
 import threading
@@ -104,9 +103,7 @@ def _api_label(_api: ApiServer, path: str, *_rest: Any) -> str:
 
 
 def instrument(spans: Spans) -> None:
-    spans.wrap(socketserver.ThreadingMixIn, "process_request", "accept to thread start")
-    spans.wrap(server._Handler, "handle", "handler")
-    spans.wrap(server._Handler, "_reply", "reply write")
+    spans.wrap(server.Server, "_handle", "handler")
     spans.wrap(dispatch.Dispatcher, "serve", "serve")
     spans.wrap(dispatch, "decode_request", "decode")
     spans.wrap(ApiServer, "get", _api_label)
@@ -138,10 +135,11 @@ def per_request(
             if label in LEAVES and (thread != serve[0] or not serve[1] <= s0 <= serve[2]):
                 continue  # the log line after the answer is the reply's
             row[label] = row.get(label, 0.0) + (s1 - s0) * 1000
-        accept = next((s for s in inside if s[3] == "accept to thread start"), handler)
-        row["shim start to accept"] = (accept[1] - start) * 1000
+        # A worker's handler starts as its accept() returns.
+        row["shim start to accept"] = (handler[1] - start) * 1000
         row["HTTP parse, body read"] = (serve[1] - handler[1]) * 1000
         row["core (the rest)"] = (serve[2] - serve[1]) * 1000 - sum(row.get(k, 0.0) for k in LEAVES)
+        row["reply write"] = (handler[2] - serve[2]) * 1000
         row["reply to shim exit"] = (end - handler[2]) * 1000
         row["total (runtime's view)"] = (end - start) * 1000
         rows[verb].append(row)
@@ -220,7 +218,6 @@ def _ready(socket: str) -> bool:
 ORDER = (
     "total (runtime's view)",
     "shim start to accept",
-    "accept to thread start",
     "HTTP parse, body read",
     "serve",
     *LEAVES,

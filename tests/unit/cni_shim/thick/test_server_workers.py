@@ -47,6 +47,14 @@ def _raw(path: str, data: bytes) -> bytes:
     return b"".join(chunks)
 
 
+def _recording(served: list[bytes]) -> Callable[[bytes], Answer]:
+    def serve(body: bytes) -> Answer:
+        served.append(body)
+        return Answer(200, b"", "ok")
+
+    return serve
+
+
 def _workers() -> int:
     return sum(1 for t in threading.enumerate() if t.name == "cni-request")
 
@@ -87,7 +95,12 @@ def test_sequential_requests_start_no_thread(serving, monkeypatch):
     forward.exchange(path, "GET", "/healthz", b"", 5)  # the spares are up
     starts: list[object] = []
     real = threading.Thread.start
-    monkeypatch.setattr(threading.Thread, "start", lambda self: (starts.append(self), real(self))[1])
+
+    def counted(thread: threading.Thread) -> None:
+        starts.append(thread)
+        real(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", counted)
     for _ in range(20):
         assert forward.exchange(path, "POST", "/cni", b"{}", 5) == (200, b"{}")
     assert starts == []
@@ -121,7 +134,7 @@ def test_a_body_split_across_writes_and_a_100_continue_are_read_whole(serving):
 )
 def test_requests_the_server_refuses_or_reads_leniently(serving, request_bytes, status):
     served: list[bytes] = []
-    _, path = serving(lambda body: (served.append(body), Answer(200, b"", "ok"))[1])
+    _, path = serving(_recording(served))
     assert _raw(path, request_bytes).split(b" ", 2)[1] == str(status).encode()
     assert served == []
 
@@ -134,7 +147,7 @@ def test_oversized_headers_are_refused(serving, monkeypatch):
 
 def test_a_peer_that_leaves_mid_request_runs_nothing(serving):
     served: list[bytes] = []
-    _, path = serving(lambda body: (served.append(body), Answer(200, b"", "ok"))[1])
+    _, path = serving(_recording(served))
     assert _raw(path, b"POST /cni HTTP/1.0\r\nContent-Length: 10\r\n\r\n0123") == b""
     assert _raw(path, b"POST /cni HTT") == b""
     assert forward.exchange(path, "POST", "/cni", b"x", 5) == (200, b"")
