@@ -244,7 +244,10 @@ class Server:
                 return
             if request is None:
                 return
-            reply = self.route(*request)
+            try:
+                reply = self.route(*request)
+            except Exception as exc:  # a bug costs its request, never the worker serving it
+                reply = Reply(500, f"cni-shim-daemon failed: {type(exc).__name__}: {exc}\n".encode(), _TEXT)
             conn.settimeout(None)  # the answer is small; never cut it off
             back()
             conn.sendall(reply.encode())

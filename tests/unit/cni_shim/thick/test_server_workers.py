@@ -160,3 +160,18 @@ def test_shutdown_refuses_new_connections_and_ends_serve_forever(serving):
     srv.shutdown()
     with pytest.raises(OSError):
         forward.exchange(path, "GET", "/healthz", b"", 1)
+
+
+def test_a_request_that_raises_is_a_500_and_the_server_goes_on(serving):
+    def serve(body: bytes) -> Answer:
+        if body == b"boom":
+            raise RuntimeError("a bug")
+        return Answer(200, body, "ok")
+
+    _, path = serving(serve)
+    for _ in range(SPARE_WORKERS + 1):  # more than the spares: every worker that raised still serves
+        assert forward.exchange(path, "POST", "/cni", b"boom", 5) == (
+            500,
+            b"cni-shim-daemon failed: RuntimeError: a bug\n",
+        )
+    assert forward.exchange(path, "POST", "/cni", b"fine", 5) == (200, b"fine")
