@@ -39,7 +39,7 @@ class Metrics:
         )
         self._pod_events = Counter(
             f"{PREFIX}_pod_events",
-            "Pod Events (AddedInterface, NoNetworkFound) by outcome (written, failed, dropped)",
+            "Pod Events (AddedInterface, NoNetworkFound) by outcome (written, failed, dropped, filtered)",
             ["result"],
             registry=self.registry,
         )

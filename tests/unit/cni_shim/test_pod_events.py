@@ -18,7 +18,7 @@ from cni_shim.kube.events import ThinEvents
 from cni_shim.kube.kubeconfig import Connection
 from cni_shim.kube.thin_client import KubeClient
 from cni_shim.thick.dispatch import Answer, Dispatcher
-from cni_shim.thick.events import Collector, EventQueue
+from cni_shim.thick.events import SPAM_BURST, SPAM_REFILL_SECONDS, Collector, EventQueue, SpamFilter
 from cni_shim.thick.server import State, listen
 
 NETWORKS = "k8s.v1.cni.cncf.io/networks"
@@ -262,6 +262,51 @@ def test_the_queue_writes_in_order_counts_failures_and_drops_when_full():
     ]
     assert counts.results == ["dropped", "written", "failed", "written"]
     assert ("warning", "could not record a bad Event: forbidden") in logged
+
+
+def _on(pod: str, reason: str = "AddedInterface", uid: str = "u1") -> dict[str, Any]:
+    return {
+        **_ev(reason),
+        "source": {"component": "multus"},
+        "involvedObject": {"kind": "Pod", "namespace": "ns1", "name": pod, "uid": uid, "apiVersion": "v1"},
+    }
+
+
+def test_the_spam_filter_allows_a_burst_per_object_then_one_per_refill():
+    now = [0.0]
+    spam = SpamFilter(lambda: now[0])
+    assert [spam.allow(_on("p", reason=f"r{i % 2}")) for i in range(SPAM_BURST + 1)] == [
+        True
+    ] * SPAM_BURST + [False]
+    # Another Pod, or the same name with another UID, has a bucket of its own.
+    assert spam.allow(_on("q"))
+    assert spam.allow(_on("p", uid="u2"))
+    now[0] += SPAM_REFILL_SECONDS * 0.9
+    assert not spam.allow(_on("p"))
+    now[0] += SPAM_REFILL_SECONDS * 0.2  # one token has come back, and only one
+    assert spam.allow(_on("p"))
+    assert not spam.allow(_on("p"))
+    now[0] += SPAM_REFILL_SECONDS * 1000  # never more than the burst
+    assert sum(spam.allow(_on("p")) for _ in range(SPAM_BURST + 5)) == SPAM_BURST
+
+
+def test_the_spam_filter_forgets_the_least_recently_seen_objects_past_its_size():
+    spam = SpamFilter(lambda: 0.0, burst=1, size=2)
+    assert spam.allow(_on("a"))
+    assert spam.allow(_on("b"))
+    assert not spam.allow(_on("a"))  # a is now the most recent
+    assert spam.allow(_on("c"))  # b is forgotten
+    assert spam.allow(_on("b"))  # with a full bucket again
+    assert not spam.allow(_on("c"))
+
+
+def test_the_queue_writes_no_event_the_spam_filter_holds_back():
+    api, counts = ApiPoster(), Counts()
+    q = EventQueue(api, counts, lambda *a, **k: None, spam=SpamFilter(lambda: 0.0, burst=2)).start()
+    q.submit([_on("p", "first"), _on("p", "second"), _on("p", "third"), _on("q", "other")])
+    q.stop(5)
+    assert [reason for _, reason in api.posted] == ["first", "second", "other"]
+    assert counts.results == ["written", "written", "filtered", "written"]
 
 
 def test_a_queue_never_started_stops_at_once():
