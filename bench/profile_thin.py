@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import pstats
-import secrets
 import statistics
 import subprocess
 import sys
@@ -33,7 +32,6 @@ from bench.profile_cni import OURS, hottest
 from tests.bed.bed import TestBed
 from tests.bed.tools import ToolSet
 from tests.support.cni import make_cni_bin_dir
-from tests.support.cni_daemon import DAEMON_RULES
 
 REPO = Path(__file__).resolve().parent.parent
 # The launcher's program with cProfile around the invocation; os._exit is kept out so the profile
@@ -72,19 +70,14 @@ def measure(
     bed: TestBed, tools: ToolSet, work: Path, cycles: int, root: Path = REPO, dump: Path | None = None
 ) -> dict[str, Any]:
     bin_dir = make_cni_bin_dir(work / "bin", tools)
-    ns = f"bench-pthin-{secrets.token_hex(3)}"
-    pod, uid = thick_compare.workload(bed, ns, work / "ipam")
-    args = f"IgnoreUnknown=1;K8S_POD_NAMESPACE={ns};K8S_POD_NAME={pod};K8S_POD_UID={uid}"
-    user = f"bench-pthin-{secrets.token_hex(2)}"
-    identity = bed.issue_identity(user, user)
-    bed.grant(user, DAEMON_RULES)
+    load = thick_compare.profiled_workload(bed, work, "bench-pthin")
     conf = {
         "cniVersion": "1.0.0",
         "name": "multus-cni-network",
         "type": "cni-shim",
         "binDir": str(bin_dir),
         "cniDir": str(work / "cache"),
-        "kubeconfig": str(identity),
+        "kubeconfig": str(load.kubeconfig),
         "delegates": [thick_compare.ptp("podnet", "10.90.0.0/24", work / "ipam")],
     }
     driver = DRIVER.format(root=str(root))
@@ -106,7 +99,7 @@ def measure(
                     "CNI_CONTAINERID": thick_compare.CID,
                     "CNI_NETNS": netns,
                     "CNI_IFNAME": "eth0",
-                    "CNI_ARGS": args,
+                    "CNI_ARGS": load.args,
                     "CNI_PATH": str(bin_dir),
                     "PROFILE_OUT": str(out),
                 }
@@ -131,7 +124,7 @@ def measure(
                     merged[verb] = stats
                 else:
                     merged[verb].add(str(out))  # type: ignore[union-attr]
-    client.CoreV1Api(bed.api_client).delete_namespace(ns)
+    client.CoreV1Api(bed.api_client).delete_namespace(load.namespace)
     result: dict[str, Any] = {"cycles": cycles, "startup_ms": statistics.median(startup)}
     for verb, rows in samples.items():
         median = {part: statistics.median(r[part] for r in rows) for part in rows[0]}

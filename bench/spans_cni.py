@@ -18,7 +18,6 @@ import argparse
 import contextlib
 import json
 import os
-import secrets
 import signal
 import statistics
 import sys
@@ -42,7 +41,7 @@ from cni_shim.thick.metrics import Metrics
 from tests.bed.bed import TestBed
 from tests.bed.tools import ToolSet
 from tests.support.cni import make_cni_bin_dir
-from tests.support.cni_daemon import DAEMON_RULES, shim_conf
+from tests.support.cni_daemon import shim_conf
 
 # Leaf phases on the request's own thread; "core (the rest)" is the request minus these.
 LEAVES = ("decode", "pod GET", "NAD wait", "status PUT", "cache I/O", "delegate exec", "log", "metrics")
@@ -153,18 +152,13 @@ def per_request(
 def measure(bed: TestBed, tools: ToolSet, work: Path, cycles: int) -> dict[str, Any]:
     bin_dir = make_cni_bin_dir(work / "bin", tools)
     shim = launcher.install(bin_dir / "cni-shim")
-    ns = f"bench-spans-{secrets.token_hex(3)}"
-    pod, uid = thick_compare.workload(bed, ns, work / "ipam")
-    args = f"IgnoreUnknown=1;K8S_POD_NAMESPACE={ns};K8S_POD_NAME={pod};K8S_POD_UID={uid}"
-    user = f"bench-spans-{secrets.token_hex(2)}"
-    kubeconfig = bed.issue_identity(user, user)
-    bed.grant(user, DAEMON_RULES)
+    load = thick_compare.profiled_workload(bed, work, "bench-spans")
     socket_dir = work / "sock"
     raw = {
         "socketDir": str(socket_dir),
         "binDir": str(bin_dir),
         "cniDir": str(work / "cache"),
-        "kubeconfig": str(kubeconfig),
+        "kubeconfig": str(load.kubeconfig),
         "delegates": [thick_compare.ptp("podnet", "10.90.0.0/24", work / "ipam")],
         "liveNetworkConfigOnAdd": True,
     }
@@ -184,7 +178,7 @@ def measure(bed: TestBed, tools: ToolSet, work: Path, cycles: int) -> dict[str, 
                 for index in range(5 + cycles):
                     for verb in ("ADD", "DEL"):
                         start = time.perf_counter()
-                        thick_compare.cni(shim, verb, shim_conf(socket_dir), netns, args, bin_dir)
+                        thick_compare.cni(shim, verb, shim_conf(socket_dir), netns, load.args, bin_dir)
                         if index >= 5:
                             windows.append((start, time.perf_counter(), verb))
             except BaseException as exc:
@@ -198,7 +192,7 @@ def measure(bed: TestBed, tools: ToolSet, work: Path, cycles: int) -> dict[str, 
             daemon.run(conf, env, test_hooks=False, log=daemon.JsonLog(log))
         finally:
             spans.restore()
-    client.CoreV1Api(bed.api_client).delete_namespace(ns)
+    client.CoreV1Api(bed.api_client).delete_namespace(load.namespace)
     if failure:
         raise failure[0]
     return {"cycles": cycles, "ms_median": per_request(spans.spans, windows)}

@@ -33,7 +33,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from kubernetes import client
 
@@ -170,6 +170,26 @@ def workload(bed: TestBed, ns: str, data_dir: Path) -> tuple[str, str]:
     )
     assert pod.metadata is not None
     return "bench", str(pod.metadata.uid)
+
+
+class Workload(NamedTuple):
+    """bench's Pod in its own namespace, the CNI_ARGS naming it, and a kubeconfig allowed what the daemon is."""
+
+    namespace: str
+    args: str
+    kubeconfig: Path
+
+
+def profiled_workload(bed: TestBed, work: Path, prefix: str) -> Workload:
+    """workload() plus an identity with the daemon's rights, for the single-setup profilers."""
+    ns = f"{prefix}-{secrets.token_hex(3)}"
+    pod, uid = workload(bed, ns, work / "ipam")
+    user = f"{prefix}-{secrets.token_hex(2)}"
+    kubeconfig = bed.issue_identity(user, user)
+    bed.grant(user, DAEMON_RULES)
+    return Workload(
+        ns, f"IgnoreUnknown=1;K8S_POD_NAMESPACE={ns};K8S_POD_NAME={pod};K8S_POD_UID={uid}", kubeconfig
+    )
 
 
 def cni(binary: Path, command: str, conf: Mapping[str, Any], netns: str, args: str, bin_dir: Path) -> None:
