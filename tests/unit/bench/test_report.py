@@ -112,7 +112,28 @@ def test_rss_above_multus_daemons_or_growing_misses():
     results["leak"]["growth_kib_per_1000_cycles_second_half"] = 200.0
     growing = by_figure(report.targets(results))["daemon RSS over ADD/DEL cycles"]
     assert growing["met"] is False
-    assert growing["why"].startswith("second-half growth 200 KiB per 1000 cycles (flat: <= 4)")
+    assert growing["why"].startswith(
+        "second-half growth 200.0 KiB per 1000 cycles vs multus-daemon's 10.0 (flat: <= 16 and <= the peer's"
+    )
+    assert "MiB by cycle 0: 40.04, 1000: 40.04" in growing["why"]
+
+
+@pytest.mark.parametrize(
+    ("ours", "peer", "met"),
+    [
+        (12.0, 30.0, True),  # under the bound and under the peer's growth
+        (13.0, 10.0, True),  # above the peer's growth, but within one page of it
+        (15.0, 10.0, False),  # more than a page above the peer's growth
+        (17.0, 30.0, False),  # under the peer's, but above the bound: growing, whatever the peer does
+    ],
+)
+def test_flat_means_under_the_bound_and_no_steeper_than_the_peer(ours, peer, met):
+    results = copy.deepcopy(RESULTS)
+    results["leak"]["growth_kib_per_1000_cycles_second_half"] = ours
+    results["leak"]["multus_daemon"]["growth_kib_per_1000_cycles_second_half"] = peer
+    row = by_figure(report.targets(results))["daemon RSS over ADD/DEL cycles"]
+    assert row["met"] is met
+    assert f"{ours:.1f} KiB per 1000 cycles vs multus-daemon's {peer:.1f}" in row["why"]
 
 
 def test_other_parts_keys_are_read_defensively():
