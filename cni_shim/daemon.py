@@ -25,6 +25,7 @@ from cni_shim.core import autoconf
 from cni_shim.kube.daemon_client import ApiServer
 from cni_shim.kube.informers import Informer, nad_informer, pod_informer
 from cni_shim.kube.views import CachedView, LiveView
+from cni_shim.node import allocator
 from cni_shim.node.autoconf import ConfigWriter
 from cni_shim.node.chroot import ChrootExecutor
 from cni_shim.node.execution import ProcessExecutor
@@ -148,6 +149,8 @@ def config_writer(conf: DaemonConfig, log: Callable[..., None]) -> ConfigWriter 
 
 def run(conf: DaemonConfig, env: dict[str, str], *, test_hooks: bool, log: JsonLog) -> int:
     sys.setswitchinterval(SWITCH_INTERVAL)
+    # Before any thread exists: a thread's first allocation picks its arena.
+    arena_max = allocator.cap_arenas(env)
     writer = config_writer(conf, log)
     if writer is not None:
         try:
@@ -243,6 +246,7 @@ def run(conf: DaemonConfig, env: dict[str, str], *, test_hooks: bool, log: JsonL
         node=conf.node_name,
         kubernetes=api.server if api is not None else "",
         metrics=conf.metrics_address,
+        mallocArenaMax=arena_max,  # null: the environment or the C library decides
     )
     if writer is not None:
         try:
