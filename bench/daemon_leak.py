@@ -21,7 +21,7 @@ import os
 import secrets
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -190,6 +190,7 @@ def report(r: Mapping[str, Any]) -> None:
         f"{r['rss_after_warmup_kib'] / 1024:.1f} MiB, at the end {r['rss_end_kib'] / 1024:.1f} MiB; "
         f"second half growth {r['growth_kib_per_1000_cycles_second_half']:.0f} KiB per 1000 cycles"
     )
+    print(f"    MiB by cycle: {by_cycle(r['rss_samples_kib'])}")
     peer = r.get("multus_daemon")
     if peer:
         print(
@@ -197,6 +198,12 @@ def report(r: Mapping[str, Any]) -> None:
             f"{peer['rss_after_warmup_kib'] / 1024:.1f} MiB, at the end {peer['rss_end_kib'] / 1024:.1f} MiB; "
             f"second half growth {peer['growth_kib_per_1000_cycles_second_half']:.0f} KiB per 1000 cycles"
         )
+        print(f"    MiB by cycle: {by_cycle(peer['rss_samples_kib'])}")
+
+
+def by_cycle(samples: Sequence[Sequence[int]]) -> str:
+    """The samples themselves, so a reader sees whether growth levels off or keeps climbing."""
+    return ", ".join(f"{n}: {kib / 1024:.2f}" for n, kib in samples)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bench import daemon_leak
 from bench import thick_compare as tc
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -241,8 +242,7 @@ def _rss_row(leak: Mapping[str, Any] | None) -> Row:
         f"{leak['rss_idle_kib'] / 1024:.1f} vs {peer['rss_idle_kib'] / 1024:.1f} MiB"
     )
     if not flat:
-        samples = ", ".join(f"{n}: {kib / 1024:.2f}" for n, kib in leak["rss_samples_kib"])
-        why += f"; MiB by cycle {samples}"
+        why += f"; MiB by cycle {daemon_leak.by_cycle(leak['rss_samples_kib'])}"
     return _row(figure, peer_text, ours, target, met, why)
 
 
