@@ -3,13 +3,14 @@
 import json
 import os
 import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sriov_dra.core.claimrecord import CheckpointError, ClaimRecord, PreparedDevice, decode, encode
-from sriov_dra.state.checkpoint import FileStorage, PreparedClaims
+from sriov_dra.state.checkpoint import FileStorage, PreparedClaims, _copied
 from tests.support.checkpoint import managed_binding, prepared_claim
 from tests.unit.sriov_dra.core.test_claimrecord import claim_record, prepared_device
 
@@ -184,3 +185,15 @@ def test_concurrent_adds_of_one_claim_uid_admit_exactly_one() -> None:
     for t in threads:
         t.join()
     assert sorted(outcomes) == ["ClaimReleaseInProgress"] * 7 + ["ok"]
+
+
+def test_the_json_copy_is_deep_and_keeps_what_it_does_not_know() -> None:
+    inner: list[Any] = [{"a": 1}, ("t", {"b": 2})]
+    special = OrderedDict(x=[1])
+    doc = {"list": inner, "special": special, "n": None, "f": 1.5}
+    copied = _copied(doc)
+    assert copied == doc
+    assert copied["list"] is not inner and copied["list"][0] is not inner[0]
+    assert copied["list"][1][1] is not inner[1][1] and isinstance(copied["list"][1], tuple)
+    assert type(copied["special"]) is OrderedDict and copied["special"] is not special
+    assert copied["special"]["x"] is not special["x"]
