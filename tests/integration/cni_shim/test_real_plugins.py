@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.cni import cluster_network, run_cni, run_cnitool, shim_net_dir
+from tests.support.cni import CniRun, cluster_network, run_cni, run_cnitool, shim_net_dir
 from tests.support.cni_daemon import shim_bin_dir
 
 pytestmark = pytest.mark.netns
@@ -189,3 +190,37 @@ def test_recorder_stdin_bytes_are_sorted_and_lossless(tmp_path, shim_bin, netns)
     assert dump.read_bytes() == (
         b'{"big":12345678901234567890,"cniVersion":"1.0.0","name":"raw","type":"rawdump","z":{"a":2,"b":1}}'
     )
+
+
+def test_each_plugin_binary_is_asked_its_version_once_until_it_is_replaced(
+    tmp_path, shim_bin, netns, cnitool
+):
+    """Thin mode keeps each real plugin's VERSION answer under cniDir/versions: a later ADD goes by
+    it (a doctored answer makes the ADD refuse the network) until the binary is replaced."""
+    ns = netns()
+    net_dir = shim_net_dir(tmp_path, [cluster_network(tmp_path)])
+
+    def cni(verb: str) -> CniRun:
+        return run_cnitool(cnitool, [verb, "shimnet", ns], net_dir=net_dir, bin_dir=shim_bin)
+
+    assert (add := cni("add")).returncode == 0, add.stderr
+    answers = {p.name.split(".")[0]: p for p in (tmp_path / "cache" / "versions").iterdir()}
+    assert sorted(answers) == ["ptp", "tuning"]  # host-local is ptp's IPAM: ptp runs it, we do not
+    real = subprocess.run(
+        [str(shim_bin / "ptp")], env={"CNI_COMMAND": "VERSION"}, input=b"{}", capture_output=True, check=True
+    )
+    assert (
+        json.loads(answers["ptp"].read_bytes())["supportedVersions"]
+        == json.loads(real.stdout)["supportedVersions"]
+    )
+    assert cni("del").returncode == 0
+
+    answers["ptp"].write_text(json.dumps({"cniVersion": "1.0.0", "supportedVersions": ["0.1.0"]}))
+    refused = cni("add")
+    assert refused.returncode != 0 and "only all support" in refused.stdout + refused.stderr
+
+    upgrade = shim_bin / ".ptp.new"  # an upgrade installs a new file under the same name
+    shutil.copy2(shim_bin / "ptp", upgrade)
+    os.replace(upgrade, shim_bin / "ptp")
+    assert (again := cni("add")).returncode == 0, again.stderr
+    assert cni("del").returncode == 0
