@@ -7,11 +7,9 @@ Pod or NAD read unless the cache is missing (Multus's fallback).
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 
 from cni_shim import reasons
 from cni_shim.core import cniargs, delegateplan, netconf, netstatus, protocol, results, versions
@@ -31,7 +29,7 @@ from cni_shim.errors import (
     delegate_error,
 )
 from cni_shim.runner import Attachment, Runner, cache_key, negotiate, probe_versions
-from sriov_contract import keys
+from sriov_contract import keys, quickjson
 from sriov_contract import reasons as contract_reasons
 from sriov_contract.errors import ReasonedError
 from sriov_contract.record import Record
@@ -302,36 +300,44 @@ def _is_guard(exc: CniError) -> bool:
     return exc.reason.startswith("ManagedShadow")
 
 
-@contextmanager
-def _multus_context(prefix: str) -> Iterator[None]:
-    """Prefix a failure with the context Multus's error chain gives it (not the guard's own)."""
-    try:
-        yield
-    except CniError as exc:
-        if _is_guard(exc):
-            raise
-        raise exc.wrap(prefix) from exc
+class _multus_context:
+    """Prefix a failure with the context Multus's error chain gives it (not the guard's own).
+
+    A class rather than @contextmanager: `contextlib` (and the `functools` under it) would be
+    imported by every thin invocation, DEL included."""
+
+    __slots__ = ("prefix",)
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if isinstance(exc, CniError) and not _is_guard(exc):
+            raise exc.wrap(self.prefix) from exc
 
 
-@contextmanager
-def _annotation_errors(ctx: _Ctx) -> Iterator[None]:
+class _annotation_errors:
     """A bad networks/default-network annotation is the Pod's config error, named and never a crash."""
-    try:
-        yield
-    except ReasonedError as exc:
-        if isinstance(exc, CniError):
-            raise
-        # The contract's parser carries Multus's text for the same failure.
-        raise CniError(
-            exc.reason, str(exc.details.get("multus") or exc.message), INVALID_NETWORK_CONFIG
-        ) from exc
-    except RecursionError as exc:
-        raise CniError(
-            contract_reasons.INVALID_NETWORKS_ANNOTATION,
-            "parsePodNetworkAnnotation: failed to parse pod Network Attachment Selection Annotation JSON format: "
-            "network annotation is nested too deeply",
-            INVALID_NETWORK_CONFIG,
-        ) from exc
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if isinstance(exc, ReasonedError) and not isinstance(exc, CniError):
+            # The contract's parser carries Multus's text for the same failure.
+            raise CniError(
+                exc.reason, str(exc.details.get("multus") or exc.message), INVALID_NETWORK_CONFIG
+            ) from exc
+        if isinstance(exc, RecursionError):
+            raise CniError(
+                contract_reasons.INVALID_NETWORKS_ANNOTATION,
+                "parsePodNetworkAnnotation: failed to parse pod Network Attachment Selection Annotation JSON format: "
+                "network annotation is nested too deeply",
+                INVALID_NETWORK_CONFIG,
+            ) from exc
 
 
 def _pod_candidates(
@@ -351,7 +357,7 @@ def _pod_candidates(
     else:
         registry = None
     text = (meta.get("annotations") or {}).get(keys.NETWORKS_ANNOTATION)
-    with _annotation_errors(ctx):
+    with _annotation_errors():
         default_sel = delegates.default_network_selection(pod, ctx.conf.multus_namespace)
         selections = parse_network_selections(text, pod_ns) if isinstance(text, str) else []
     if default_sel is not None:
@@ -518,7 +524,9 @@ def _add(ctx: _Ctx) -> Json:
             with _multus_context(ctx.cmd_err()):  # no rollback: Multus leaves the delegates added
                 ctx.svc.routes.replace_defaults(att.netns, d.ifname, d.default_route)
             runner.rewrite_default_routes(net, d.cni_version, att, d.default_route)
-        ctx.log.verbose(f"Add: {ctx.pod_args.label()}:{d.name}({net.name}):{d.ifname} {json.dumps(result)}")
+        ctx.log.verbose(
+            f"Add: {ctx.pod_args.label()}:{d.name}({net.name}):{d.ifname} {quickjson.dumps(result)}"
+        )
         if pod is not None:
             message = pod_events.added_interface_message(d.ifname, result, d.name)
             if message is not None:
@@ -846,7 +854,7 @@ def _gc(ctx: _Ctx) -> None:
 
 def _cni_version(stdin: bytes) -> str:
     try:
-        value = json.loads(stdin).get("cniVersion", "")
+        value = quickjson.loads(stdin).get("cniVersion", "")
     except (ValueError, AttributeError, RecursionError):
         return ""
     return value if isinstance(value, str) else ""

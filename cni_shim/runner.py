@@ -6,14 +6,14 @@ persist through the injected CacheStore.
 
 from __future__ import annotations
 
-import base64
-import json
+import binascii
 from collections.abc import Mapping, Sequence
 
 from cni_shim import reasons
 from cni_shim.core import jsonbytes, results, versions
 from cni_shim.core.network import Network
 from cni_shim.errors import INCOMPATIBLE_VERSION, CniError
+from sriov_contract import quickjson
 from sriov_contract.rawjson import JsonObject
 from sriov_contract.record import Record
 
@@ -99,9 +99,11 @@ def probe_versions(
     env.update(CNI_COMMAND="VERSION", CNI_PATH=":".join(search_path))
     for var in ("CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_ARGS"):
         env.pop(var, None)
-    out = executor.execute(plugin, search_path, env, json.dumps({"cniVersion": versions.CURRENT}).encode())
+    out = executor.execute(
+        plugin, search_path, env, quickjson.dumps({"cniVersion": versions.CURRENT}).encode()
+    )
     try:
-        info = json.loads(out)
+        info = quickjson.loads(out)
         supported = info["supportedVersions"]
     except (ValueError, KeyError, TypeError) as exc:
         raise CniError(
@@ -161,7 +163,7 @@ class Runner:
         doc = {
             "kind": "cniCacheV1",
             "containerId": att.container_id,
-            "config": base64.b64encode(net.raw).decode(),
+            "config": binascii.b2a_base64(net.raw, newline=False).decode(),
             "ifName": att.ifname,
             "networkName": net.name,
             "netns": att.netns,
@@ -169,7 +171,7 @@ class Runner:
             "capabilityArgs": dict(att.capability_args),
             "result": results.convert(result, version),
         }
-        return json.dumps(doc).encode()
+        return quickjson.dumps(doc).encode()
 
     def rewrite_default_routes(
         self, net: Network, version: str, att: Attachment, gateways: Sequence[str]
@@ -179,20 +181,20 @@ class Runner:
         data = self._store.load_result(key)
         if data is None:
             return
-        doc = json.loads(data)
+        doc = quickjson.loads(data)
         current = results.to_current(doc["result"], version)
         routes = [r for r in current.get("routes", []) if not results.is_default_route(r)]
         routes += [{"dst": "::/0" if ":" in gw else "0.0.0.0/0", "gw": gw} for gw in gateways]
         current["routes"] = routes
         doc["result"] = results.convert(current, version)
-        self._store.save_result(key, json.dumps(doc).encode())
+        self._store.save_result(key, quickjson.dumps(doc).encode())
 
     def cached_result(self, net: Network, att: Attachment, version: str) -> Json | None:
         data = self._store.load_result(cache_key(net.name, att.container_id, att.ifname))
         if data is None:
             return None
         try:
-            doc = json.loads(data)
+            doc = quickjson.loads(data)
             return results.to_current(doc.get("result", doc), version)
         except (ValueError, AttributeError, CniError):
             # An unreadable result cache must not block teardown (libcni >= 1.3 behaviour).
@@ -243,6 +245,6 @@ class Runner:
 
 def _decode_result(out: bytes) -> Any:
     try:
-        return json.loads(out)
+        return quickjson.loads(out)
     except ValueError as exc:
         raise CniError(reasons.INVALID_DELEGATE_RESULT, f"failed to unmarshal raw result: {exc}") from exc

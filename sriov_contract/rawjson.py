@@ -12,9 +12,9 @@ Standard library only: the CNI shim imports this on its hot path.
 
 from __future__ import annotations
 
-import json
-import re
 from collections import Counter
+
+from sriov_contract import quickjson
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 
@@ -51,7 +51,9 @@ class RawNumber:
         return f"RawNumber(text={self.text!r})"
 
     def is_integer(self) -> bool:
-        return _INTEGER.fullmatch(self.text) is not None
+        # JSON's int production, -?(0|[1-9][0-9]*); the text is already a valid JSON number.
+        digits = self.text[1:] if self.text.startswith("-") else self.text
+        return digits.isascii() and digits.isdigit() and (digits == "0" or not digits.startswith("0"))
 
 
 JsonValue: TypeAlias = "JsonObject | list[JsonValue] | str | RawNumber | bool | None"
@@ -72,9 +74,6 @@ class RawJsonError(ValueError):
 # RecursionError. No CNI configuration or network selection comes anywhere near this depth.
 MAX_DEPTH: Final = 128
 
-_INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)")
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
 
 def _object(pairs: list[tuple[str, JsonValue]]) -> JsonObject:
     obj = JsonObject(pairs)
@@ -91,14 +90,14 @@ def _reject_constant(token: str) -> JsonValue:
 def loads(text: str | bytes) -> JsonValue:
     """Decode one JSON value losslessly; raise RawJsonError on anything that is not strict JSON."""
     try:
-        value: JsonValue = json.loads(
+        value: JsonValue = quickjson.loads(
             text,
             object_pairs_hook=_object,
             parse_int=RawNumber,
             parse_float=RawNumber,
             parse_constant=_reject_constant,
         )
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except ValueError as exc:  # json's JSONDecodeError, a UnicodeDecodeError, or a hook's refusal
         raise RawJsonError(str(exc)) from exc
     except RecursionError:
         raise RawJsonError(f"nests deeper than {MAX_DEPTH} levels") from None
@@ -120,7 +119,11 @@ def _check_depth(value: JsonValue) -> None:
 
 def _string(s: str) -> str:
     # A lone surrogate (from a "\ud800" escape) cannot be written as UTF-8; keep it escaped.
-    return json.dumps(s, ensure_ascii=_SURROGATE.search(s) is not None)
+    try:
+        s.encode()
+    except UnicodeEncodeError:
+        return quickjson.dumps(s)
+    return quickjson.dumps(s, ensure_ascii=False)
 
 
 def dumps(value: JsonValue) -> str:

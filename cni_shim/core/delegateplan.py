@@ -6,12 +6,11 @@ Stored as versioned JSON at <cniDir>/<containerID>. Delegate config bytes are ke
 
 from __future__ import annotations
 
-import base64
 import binascii
-import json
 
 from cni_shim import reasons
 from cni_shim.errors import CniError
+from sriov_contract import quickjson
 from sriov_contract.record import Record
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
@@ -56,7 +55,7 @@ class Plan(Record):
             "delegates": [
                 {
                     "name": d.name,
-                    "conf": base64.b64encode(d.conf).decode(),
+                    "conf": binascii.b2a_base64(d.conf, newline=False).decode(),
                     "ifname": d.ifname,
                     "cniVersion": d.cni_version,
                     "master": d.master,
@@ -68,7 +67,7 @@ class Plan(Record):
                 for d in self.delegates
             ],
         }
-        return json.dumps(doc, indent=1).encode()
+        return quickjson.dumps(doc, indent=1).encode()
 
 
 def _pairs(value: Any) -> tuple[tuple[str, str], ...]:
@@ -78,7 +77,7 @@ def _pairs(value: Any) -> tuple[tuple[str, str], ...]:
 def from_bytes(data: bytes, where: str) -> Plan:
     """Decode a stored plan; a damaged file is an error the caller decides how to report."""
     try:
-        doc = json.loads(data)
+        doc = quickjson.loads(data)
         if doc.get("kind") != KIND:
             raise ValueError(f"unknown kind {doc.get('kind')!r}")
         pod = doc["pod"]
@@ -92,7 +91,7 @@ def from_bytes(data: bytes, where: str) -> Plan:
             delegates=tuple(
                 PlannedDelegate(
                     name=str(d["name"]),
-                    conf=base64.b64decode(d["conf"], validate=True),
+                    conf=binascii.a2b_base64(d["conf"], strict_mode=True),
                     ifname=str(d["ifname"]),
                     cni_version=str(d["cniVersion"]),
                     master=bool(d["master"]),
@@ -126,10 +125,10 @@ def from_multus(
     invocation's container, netns, ifname and Pod; its delegate list is not used.
     """
     try:
-        entries = json.loads(data)
+        entries = quickjson.loads(data)
         delegates = []
         for idx, entry in enumerate(entries):
-            conf = base64.b64decode(entry["Bytes"], validate=True)
+            conf = binascii.a2b_base64(entry["Bytes"], strict_mode=True)
             master = idx == 0
             caps = dict(runtime_config)
             if not master:
@@ -145,7 +144,7 @@ def from_multus(
                     name=str(entry.get("Name", "")),
                     conf=conf,
                     ifname=str(entry.get("ifnameRequest") or (identity.ifname if master else f"net{idx}")),
-                    cni_version=str(json.loads(conf).get("cniVersion") or cni_version),
+                    cni_version=str(quickjson.loads(conf).get("cniVersion") or cni_version),
                     master=master,
                     capability_args=caps,
                     cni_args=cni_args,

@@ -6,8 +6,7 @@ numbers (from our own runtime arguments); both serialize to their exact text.
 
 from __future__ import annotations
 
-import json
-
+from sriov_contract import quickjson
 from sriov_contract.rawjson import RawNumber
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
@@ -18,14 +17,14 @@ if TYPE_CHECKING:
 
 def dumps_sorted(value: Any) -> str:
     if isinstance(value, dict):
-        return "{" + ",".join(f"{json.dumps(k)}:{dumps_sorted(value[k])}" for k in sorted(value)) + "}"
+        return "{" + ",".join(f"{quickjson.dumps(k)}:{dumps_sorted(value[k])}" for k in sorted(value)) + "}"
     if isinstance(value, list | tuple):
         return "[" + ",".join(dumps_sorted(v) for v in value) + "]"
     if isinstance(value, RawNumber):
         return value.text
-    return json.dumps(value)
+    return quickjson.dumps(value)
 
 
 def plain(value: Any) -> Any:
     """Lossless tree -> ordinary JSON values (for maps we store and compare, not for plugin bytes)."""
-    return json.loads(dumps_sorted(value))
+    return quickjson.loads(dumps_sorted(value))

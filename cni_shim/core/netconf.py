@@ -7,11 +7,10 @@ spells a key differently still works; we fold the known keys the same way.
 
 from __future__ import annotations
 
-import json
-
 from cni_shim import reasons
 from cni_shim.core import network
 from cni_shim.errors import DECODE_FAILURE, CniError, config_error
+from sriov_contract import quickjson
 from sriov_contract.record import Record
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
@@ -90,7 +89,7 @@ class NetConf(Record):
 
 def decode_object(stdin: bytes) -> dict[str, Any]:
     try:
-        raw = json.loads(stdin)
+        raw = quickjson.loads(stdin)
     except (ValueError, RecursionError) as exc:
         raise CniError(  # skel's wording
             reasons.MALFORMED_NETWORK_CONFIG, f"error unmarshall network config: {exc}", DECODE_FAILURE
@@ -166,7 +165,7 @@ def load(raw: dict[str, Any]) -> NetConf:
                 raise config_error(
                     f"LoadNetConf: failed to load delegate {idx} config: it must be a JSON object"
                 )
-            encoded = json.dumps(item, sort_keys=True, separators=(",", ":")).encode()
+            encoded = quickjson.dumps(item, sort_keys=True, separators=(",", ":")).encode()
             network.parse(encoded, f"LoadNetConf: failed to load delegate {idx} config")
             delegates.append(encoded)
     global_ns = _typed(raw, "globalNamespaces", str, "")

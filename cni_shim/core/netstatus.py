@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
+
+from sriov_contract import quickjson
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 
@@ -81,4 +82,4 @@ def statuses(result: Json, delegate_name: str, master: bool) -> list[Json]:
 
 def render(entries: Sequence[Json]) -> str:
     """Go's per-entry MarshalIndent joined into one list, as Multus writes it."""
-    return "[" + ",".join(json.dumps(e, indent=4) for e in entries) + "]"
+    return "[" + ",".join(quickjson.dumps(e, indent=4) for e in entries) + "]"

@@ -7,14 +7,13 @@ deployments; write the kubeconfig as JSON to keep the CNI start-up lean.
 
 from __future__ import annotations
 
-import base64
 import binascii
-import json
 import os
 from collections.abc import Mapping
 
 from cni_shim import reasons
 from cni_shim.errors import INVALID_NETWORK_CONFIG, CniError
+from sriov_contract import quickjson
 from sriov_contract.record import Record
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
@@ -52,7 +51,7 @@ def _bad(path: str, why: str) -> CniError:
 
 def _parse_text(path: str, text: bytes) -> dict[str, Any]:
     try:
-        doc: Any = json.loads(text)
+        doc: Any = quickjson.loads(text)
     except ValueError:
         try:
             doc = _yaml().safe_load(text)
@@ -89,7 +88,7 @@ def _data(body: Mapping[str, Any], key: str, path: str) -> bytes:
     if not value:
         return b""
     try:
-        return base64.b64decode(str(value), validate=True)
+        return binascii.a2b_base64(str(value), strict_mode=True)
     except (binascii.Error, ValueError) as exc:
         raise _bad(path, f"{key} is not base64") from exc
 
@@ -98,6 +97,28 @@ def _relative(base: str, value: Any) -> str:
     if not value:
         return ""
     return str(value) if os.path.isabs(str(value)) else os.path.join(os.path.dirname(base), str(value))
+
+
+def split_server(server: str) -> tuple[bool, str, int, str]:
+    """(https, host, port, path prefix) of an http(s) server URL, read as urllib.parse.urlsplit
+    reads it (the host lower-cased, an IPv6 literal without its brackets, the scheme's default
+    port for none or 0); ValueError for a port that is not a number in range.
+
+    Spelled out: `urllib.parse` (with the `ipaddress` it imports) costs every thin ADD more than
+    the split itself."""
+    scheme, _, rest = server.partition("://")
+    https = scheme.lower() == "https"
+    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    netloc, path = rest[:end].rpartition("@")[2], rest[end:].split("?", 1)[0].split("#", 1)[0]
+    if netloc.startswith("["):
+        host, _, after = netloc[1:].partition("]")
+        port_text = after[1:] if after.startswith(":") else ""
+    else:
+        host, _, port_text = netloc.partition(":")
+    if port_text and not (port_text.isascii() and port_text.isdigit() and int(port_text) <= 65535):
+        raise ValueError(f"port {port_text!r} is not a number from 0 to 65535")
+    port = int(port_text) if port_text else 0
+    return https, host.lower(), port or (443 if https else 80), path.rstrip("/")
 
 
 def load(path: str) -> Connection:
@@ -116,6 +137,10 @@ def load(path: str) -> Connection:
     server = cluster.get("server")
     if not isinstance(server, str) or not server.startswith(("https://", "http://")):
         raise _bad(path, f"cluster server {server!r} is not an http(s) URL")
+    try:
+        split_server(server)
+    except ValueError as exc:
+        raise _bad(path, f"cluster server {server!r}: {exc}") from exc
     return Connection(
         server=server.rstrip("/"),
         ca_file=_relative(path, cluster.get("certificate-authority")),

@@ -8,16 +8,15 @@ runtime's budget instead of hanging it.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import ssl
-import urllib.parse
 from collections.abc import Mapping
 
 from cni_shim.errors import KubeApiError
-from cni_shim.kube.kubeconfig import Connection
+from cni_shim.kube.kubeconfig import Connection, split_server
 from cni_shim.kube.paths import REQUEST_TIMEOUT, events_path, nad_path, pod_path, pod_status_path
+from sriov_contract import quickjson
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 
@@ -117,11 +116,7 @@ class KubeClient:
     pod_reads_live = True
 
     def __init__(self, conn: Connection, timeout: float = REQUEST_TIMEOUT) -> None:
-        url = urllib.parse.urlsplit(conn.server)
-        self._https = url.scheme == "https"
-        self._host = url.hostname or ""
-        self._port = url.port or (443 if self._https else 80)
-        self._prefix = url.path.rstrip("/")
+        self._https, self._host, self._port, self._prefix = split_server(conn.server)
         self._conn = conn
         self._timeout = timeout
         self._ctx: ssl.SSLContext | None = None
@@ -134,7 +129,10 @@ class KubeClient:
             if self._https:
                 if self._ctx is None:
                     self._ctx = ssl_context(self._conn)
-                sock = self._ctx.wrap_socket(sock, server_hostname=self._conn.tls_server_name or self._host)
+                name = self._conn.tls_server_name or self._host
+                # ssl encodes a str name with the `idna` codec (which loads unicodedata); an ASCII
+                # name is its own encoding, so only other names pay for that.
+                sock = self._ctx.wrap_socket(sock, server_hostname=name.encode() if name.isascii() else name)
             self._sock = sock
             self._stream = sock.makefile("rb")
         return self._stream
@@ -153,11 +151,11 @@ class KubeClient:
         return token
 
     def request(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> tuple[int, bytes]:
-        payload = json.dumps(body).encode() if body is not None else b""
+        payload = quickjson.dumps(body).encode() if body is not None else b""
         token = self._token()
         head = [
             f"{method} {self._prefix}{path} HTTP/1.1",
-            f"Host: {self._host}:{self._port}",
+            f"Host: {f'[{self._host}]' if ':' in self._host else self._host}:{self._port}",
             "Accept: application/json",
             "User-Agent: cni-shim",
             f"Content-Length: {len(payload)}",
@@ -200,7 +198,7 @@ class KubeClient:
         if status != 200:
             raise KubeApiError(f"GET {what} returned HTTP {status}: {_reason(data)}", status)
         try:
-            doc = json.loads(data)
+            doc = quickjson.loads(data)
         except (ValueError, RecursionError) as exc:
             raise KubeApiError(f"GET {what} returned a body that is not JSON", 0) from exc
         if not isinstance(doc, dict):
@@ -243,6 +241,6 @@ class KubeClient:
 
 def _reason(data: bytes) -> str:
     try:
-        return str(json.loads(data).get("message", ""))[:500]
+        return str(quickjson.loads(data).get("message", ""))[:500]
     except (ValueError, AttributeError):
         return data[:200].decode(errors="replace")

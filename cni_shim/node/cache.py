@@ -16,16 +16,13 @@ DEL's unlink of a just-synced file.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import re
 
 from cni_shim import reasons
+from cni_shim.core.protocol import valid_id
 from cni_shim.errors import IO_FAILURE, CniError
+from sriov_contract import quickjson
 from sriov_contract.durable import atomic_write
-
-_SAFE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$")
 
 
 def _read(path: str) -> bytes | None:
@@ -41,12 +38,14 @@ def _read(path: str) -> bytes | None:
 
 
 def _remove(path: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
+    try:  # noqa: SIM105 - contextlib.suppress would be one more import on every CNI start
         os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def _quoted(text: str) -> str:
-    return json.dumps(text, ensure_ascii=False)  # Go's %q for the paths a node has
+    return quickjson.dumps(text, ensure_ascii=False)  # Go's %q for the paths a node has
 
 
 def _os_text(op: str, path: object, exc: OSError) -> str:
@@ -64,7 +63,7 @@ class FileCacheStore:
         self.results_dir = os.path.join(cni_dir, "results")
 
     def _name(self, name: str) -> str:
-        if not _SAFE.match(name):
+        if not valid_id(name):
             raise CniError(reasons.INVALID_CACHE_KEY, f"refusing cache file name {name!r}", IO_FAILURE)
         return name
 
@@ -109,7 +108,7 @@ class FileCacheStore:
         return sorted(
             e
             for e in entries
-            if _SAFE.match(e) and e != "results" and os.path.isfile(os.path.join(self.cni_dir, e))
+            if valid_id(e) and e != "results" and os.path.isfile(os.path.join(self.cni_dir, e))
         )
 
     def save_result(self, key: str, data: bytes) -> None:

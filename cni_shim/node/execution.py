@@ -8,17 +8,17 @@ daemon adds to the plugin's own run time.
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found]  # typeshed has no stub for the C module
 import errno
-import json
 import os
 import select
-import signal
 import sys
 import time
 from collections.abc import Mapping, Sequence
 
 from cni_shim import reasons
 from cni_shim.errors import CniError
+from sriov_contract import quickjson
 
 _BUSY_RETRIES = 5
 
@@ -48,7 +48,7 @@ def plugin_failure(plugin: str, returncode: int, stdout: bytes, stderr: bytes) -
     text = stdout.strip()
     if text:
         try:
-            doc = json.loads(text)
+            doc = quickjson.loads(text)
             msg = str(doc["msg"])
             code = int(doc.get("code", 999))
         except (ValueError, KeyError, TypeError) as exc:
@@ -71,7 +71,9 @@ def plugin_failure(plugin: str, returncode: int, stdout: bytes, stderr: bytes) -
 
 
 _READ = select.POLLIN | select.POLLHUP | select.POLLERR
-_DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)
+# The C module's plain numbers: `signal` wraps them in an IntEnum, and `enum` would be one of a
+# thin DEL's heaviest imports.
+_DEFAULT_SIGNALS = (_signal.SIGPIPE, _signal.SIGXFSZ)
 _CHUNK = 65536
 
 

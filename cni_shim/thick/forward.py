@@ -3,7 +3,7 @@
 Standard library only and on the executable's hot path, so HTTP is spoken by hand (one request
 per connection, the daemon closes it) instead of through `http.client`, whose `email` import
 alone costs more than the whole round trip; for the same reason the C-level `_socket` and
-`cni_shim.thick.quickjson` stand in for `socket` and `json` (each about 10 ms to import). The wire shape is Multus's `/cni` API: a JSON body
+`sriov_contract.quickjson` stand in for `socket` and `json` (each about 10 ms to import). The wire shape is Multus's `/cni` API: a JSON body
 `{"env": {...}, "config": "<base64 stdin>"}`, answered 200 `{"Result": {...}}` (or an empty body),
 or 400 with CNI error JSON; 503 means the daemon is not ready and ran nothing. As Multus's shim
 does, the result is printed in this config's cniVersion and a failed ADD/CHECK's msg is put
@@ -22,7 +22,7 @@ import time
 
 from cni_shim import reasons
 from cni_shim.errors import INTERNAL, TRY_AGAIN_LATER, CniError
-from cni_shim.thick import quickjson
+from sriov_contract import quickjson
 
 SOCKET_NAME = "cni-shim.sock"
 NOT_READY = 503

@@ -6,13 +6,16 @@ import base64
 import io
 import json
 import threading
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cni_shim.errors import CniError, KubeApiError
-from cni_shim.kube import kubeconfig, thin_client
+from cni_shim.kube import kubeconfig, paths, thin_client
 from cni_shim.kube.thin_client import KubeClient
 
 
@@ -163,3 +166,44 @@ def test_response_parser_handles_sized_chunked_and_hostile_bodies():
     ):
         with pytest.raises(thin_client._ProtocolError):
             thin_client.read_response(io.BytesIO(hostile))
+
+
+_SERVERS = st.tuples(
+    st.sampled_from(["https://", "http://", "HTTPS://"]),
+    st.sampled_from(["", "u:p@"]),
+    st.sampled_from(["h", "H.Example", "[::1]", "[fe80::1]", "10.0.0.1"]),
+    st.sampled_from(["", ":6443", ":", ":0", ":65536", ":x1"]),
+    st.sampled_from(["", "/", "/pre/", "/a/b", "?q=1", "#f", "/x?y#z"]),
+).map("".join)
+
+
+@given(_SERVERS)
+def test_server_urls_split_as_urllib_splits_them(server):
+    url = urllib.parse.urlsplit(server)
+    try:
+        expected: object = (
+            url.scheme == "https",
+            url.hostname or "",
+            url.port or (443 if url.scheme == "https" else 80),
+            url.path.rstrip("/"),
+        )
+    except ValueError:
+        expected = ValueError
+    try:
+        got: object = kubeconfig.split_server(server)
+    except ValueError:
+        got = ValueError
+    assert got == expected
+
+
+@given(st.text())
+def test_path_segments_are_quoted_as_urllib_quotes_them(segment):
+    assert paths.q(segment) == urllib.parse.quote(segment, safe="")
+
+
+def test_a_server_with_a_bad_port_is_a_named_config_error(tmp_path):
+    kc = tmp_path / "kc.json"
+    kc.write_text(json.dumps(_doc({"token": "t"}, {"server": "https://h:64k"})))
+    with pytest.raises(CniError, match="'64k' is not a number") as err:
+        kubeconfig.load(str(kc))
+    assert err.value.reason == "InvalidKubeconfig"

@@ -1,16 +1,17 @@
-"""quickjson must be indistinguishable from json for everything the thick shim reads and writes."""
+"""quickjson must be indistinguishable from json for everything the CNI executable reads and writes."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cni_shim.thick import quickjson
+from sriov_contract import quickjson
 
 scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text()
 values = st.recursive(
@@ -20,9 +21,15 @@ values = st.recursive(
 )
 
 
-@given(values, st.sampled_from([None, 4]))
+@given(values, st.sampled_from([None, 1, 4]))
 def test_dumps_writes_what_json_writes(value, indent):
     assert quickjson.dumps(value, indent=indent) == json.dumps(value, indent=indent)
+
+
+@given(values, st.booleans(), st.booleans(), st.sampled_from([None, (",", ":"), (", ", ": ")]))
+def test_dumps_options_write_what_json_writes(value, ensure_ascii, sort_keys, separators):
+    options = {"ensure_ascii": ensure_ascii, "sort_keys": sort_keys, "separators": separators}
+    assert quickjson.dumps(value, **options) == json.dumps(value, **options)
 
 
 def _outcome(load, data):
@@ -52,6 +59,36 @@ def test_other_encodings_and_bad_bytes_match_json(data):
     assert _outcome(quickjson.loads, data) == _outcome(json.loads, data)
 
 
+def _pairs(pairs):
+    return ("pairs", pairs)
+
+
+def _refuse(token):
+    raise ValueError(f"{token} refused")
+
+
+@given(st.text(alphabet='{}[]",:0123456789.eE+-tfrunalsNIy \n\\', max_size=30))
+def test_loads_with_hooks_matches_json(text):
+    hooks: dict[str, Any] = {"object_pairs_hook": _pairs, "parse_int": str, "parse_float": repr, "parse_constant": _refuse}
+    assert _outcome(lambda d: quickjson.loads(d, **hooks), text) == _outcome(lambda d: json.loads(d, **hooks), text)
+
+
+def test_errors_are_jsons_own():
+    for bad in ("", "{", '{"a": 1} x', "[NaN, -Infinity", '"\x01"'):
+        with pytest.raises(json.JSONDecodeError) as ours:
+            quickjson.loads(bad)
+        with pytest.raises(json.JSONDecodeError) as theirs:
+            json.loads(bad)
+        assert str(ours.value) == str(theirs.value)
+    with pytest.raises(TypeError, match="must be str, bytes or bytearray"):
+        quickjson.loads(1)  # type: ignore[arg-type]
+    cycle: list[object] = []
+    cycle.append(cycle)
+    for indent in (None, 4):
+        with pytest.raises(ValueError, match="Circular reference"):
+            quickjson.dumps(cycle, indent=indent)
+
+
 def test_non_string_keys_and_other_types_fall_back_to_json():
     assert quickjson.dumps({1: (True, None)}, indent=4) == json.dumps({1: (True, None)}, indent=4)
     with pytest.raises(TypeError):
@@ -59,6 +96,7 @@ def test_non_string_keys_and_other_types_fall_back_to_json():
 
 
 def test_the_forward_path_imports_neither_json_nor_socket():
+    """The thick shim forwards with quickjson and `_socket`: none of these come along."""
     probe = (
         "import sys; from cni_shim.thick import forward; "
         "print(sorted(m for m in ('json', 'socket', 're', 'typing', 'base64') if m in sys.modules))"
