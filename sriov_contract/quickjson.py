@@ -81,8 +81,10 @@ def loads(
         start = len(text) - len(text.lstrip(_WHITESPACE))
         try:
             value, end = _scanner(hooks)(text, start)
-        except (StopIteration, ValueError):
-            pass  # malformed: json itself says how, below
+        except (StopIteration, ValueError, SystemError):
+            # Malformed: json itself says how, below. (Before `json.decoder` is loaded, the C
+            # scanner cannot build its JSONDecodeError and fails with a bare SystemError.)
+            pass
         else:
             if end == len(text) or not text[end:].lstrip(_WHITESPACE):
                 return value

@@ -69,8 +69,15 @@ def _refuse(token):
 
 @given(st.text(alphabet='{}[]",:0123456789.eE+-tfrunalsNIy \n\\', max_size=30))
 def test_loads_with_hooks_matches_json(text):
-    hooks: dict[str, Any] = {"object_pairs_hook": _pairs, "parse_int": str, "parse_float": repr, "parse_constant": _refuse}
-    assert _outcome(lambda d: quickjson.loads(d, **hooks), text) == _outcome(lambda d: json.loads(d, **hooks), text)
+    hooks: dict[str, Any] = {
+        "object_pairs_hook": _pairs,
+        "parse_int": str,
+        "parse_float": repr,
+        "parse_constant": _refuse,
+    }
+    assert _outcome(lambda d: quickjson.loads(d, **hooks), text) == _outcome(
+        lambda d: json.loads(d, **hooks), text
+    )
 
 
 def test_errors_are_jsons_own():
@@ -87,6 +94,25 @@ def test_errors_are_jsons_own():
     for indent in (None, 4):
         with pytest.raises(ValueError, match="Circular reference"):
             quickjson.dumps(cycle, indent=indent)
+
+
+def test_errors_are_jsons_own_before_json_is_loaded():
+    """A CNI process has not imported json when the C scanner meets a malformed document."""
+    probe = (
+        "import sys; from sriov_contract import quickjson\n"
+        "for bad in ('{\"a\": \"x', '[1,', '{\"a\" 1}'):\n"
+        "    try:\n        quickjson.loads(bad)\n"
+        "    except ValueError as exc:\n        print(type(exc).__name__, exc)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-S", "-c", probe], capture_output=True, text=True, check=True, cwd="."
+    )
+    expected = []
+    for bad in ('{"a": "x', "[1,", '{"a" 1}'):
+        with pytest.raises(json.JSONDecodeError) as err:
+            json.loads(bad)
+        expected.append(f"JSONDecodeError {err.value}")
+    assert out.stdout.splitlines() == expected
 
 
 def test_non_string_keys_and_other_types_fall_back_to_json():
