@@ -140,7 +140,8 @@ def _handle(req: protocol.Request, svc: Services) -> Json | None:
         try:
             return _add(ctx)
         finally:
-            _publish_events(ctx)
+            _publish_events(ctx)  # a failed ADD's Events (a successful one has handed its own over)
+            _settle_events(ctx)
     if req.command == "DEL":
         _delete(ctx)
     elif req.command == "CHECK":
@@ -535,6 +536,8 @@ def _add(ctx: _Ctx) -> Json:
             master_result = result
         entries.extend(netstatus.statuses(result, d.name, d.master))
     assert master_result is not None  # a plan always has a master delegate
+    # Handed over before the status write: thin mode writes them beside it, not after it.
+    _publish_events(ctx)
     if kube is not None and pod is not None:
         _write_network_status(ctx, kube, entries, pod)
     return results.convert(master_result, ctx.version)
@@ -550,10 +553,24 @@ def _publish_events(ctx: _Ctx) -> None:
     """Hand this ADD's Events to the sink; a failure costs only a log line, never the ADD."""
     if not ctx.events or ctx.svc.events is None:
         return
+    events, ctx.events[:] = list(ctx.events), []
     try:
-        ctx.svc.events.publish(pod_events.combine(ctx.events))
+        ctx.svc.events.publish(pod_events.combine(events))
     except Exception as exc:
-        ctx.log.warning(f"{ctx.prefix()}could not record {len(ctx.events)} Pod Event(s): {exc}")
+        _event_failure(ctx, exc)
+
+
+def _settle_events(ctx: _Ctx) -> None:
+    if ctx.svc.events is None:
+        return
+    try:
+        ctx.svc.events.settle()
+    except Exception as exc:
+        _event_failure(ctx, exc)
+
+
+def _event_failure(ctx: _Ctx, exc: Exception) -> None:
+    ctx.log.warning(f"{ctx.prefix()}could not record the Pod Events: {exc}")
 
 
 def _check_netns(ctx: _Ctx, net: Network, ifname: str) -> None:

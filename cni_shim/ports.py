@@ -57,10 +57,14 @@ class ManyNads(Protocol):
 
 class EventSink(Protocol):
     """Where an ADD's Pod Events go (core/v1 Event objects, cni_shim.core.events). Best effort:
-    thin mode writes them with a short timeout, the daemon after its reply; may raise, and the
-    core only logs that."""
+    thin mode writes them beside the status write with a short timeout, the daemon after its
+    reply; `publish` and `settle` may raise, and the core only logs that."""
 
     def publish(self, events: Sequence[Mapping[str, Any]]) -> None: ...
+
+    def settle(self) -> None:
+        """Wait (within the sink's own budget) for a write `publish` left running."""
+        ...
 
 
 class Routes(Protocol):

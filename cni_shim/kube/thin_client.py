@@ -123,6 +123,13 @@ class KubeClient:
         self._sock: socket.socket | None = None
         self._stream: BinaryIO | None = None
 
+    def sibling(self) -> KubeClient:
+        """A client of the same server on a connection of its own, sharing the TLS settings (so
+        its handshake does not load the certificates again)."""
+        other = KubeClient(self._conn, self._timeout)
+        other._ctx = self._ctx
+        return other
+
     def _connect(self) -> BinaryIO:
         if self._stream is None:
             sock = socket.create_connection((self._host, self._port), timeout=self._timeout)

@@ -47,6 +47,9 @@ class Collector:
     def publish(self, events: Sequence[Mapping[str, Any]]) -> None:
         self.events.extend(events)
 
+    def settle(self) -> None:
+        """Nothing runs yet: the dispatcher queues the events once the reply has gone."""
+
 
 def spam_key(event: Mapping[str, Any]) -> tuple[str, ...]:
     """client-go's getSpamKey: the Event's source and its involved object, whatever the reason."""

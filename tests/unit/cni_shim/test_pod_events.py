@@ -34,6 +34,9 @@ class Sink:
         if self.fail is not None:
             raise self.fail
 
+    def settle(self):
+        pass
+
 
 @pytest.fixture
 def sink(shim, monkeypatch):
@@ -111,6 +114,24 @@ def test_events_already_recorded_survive_a_later_delegate_failure(shim, sink):
     assert summaries(sink.events) == [("Normal", "AddedInterface", "Add eth0 [10.0.0.2/24] from cluster")]
 
 
+def test_events_are_handed_over_before_the_status_write_and_only_once(shim, sink):
+    """Thin mode writes them beside the status write; a failing status write does not repeat them."""
+    shim.kube.add_pod("ns1", "pod1", "uid-1")
+    published_at: list[int] = []
+    publish = sink.publish
+
+    def publishing(events):
+        published_at.append(len(shim.kube.status_writes))
+        publish(events)
+
+    sink.publish = publishing
+    assert shim.run("ADD", shim.conf()).status == 0
+    assert published_at == [0] and len(shim.kube.status_writes) == 1
+    shim.kube.conflicts = 99  # every status write fails: the ADD fails after the hand-over
+    assert shim.run("ADD", shim.conf(), container_id="c2").status != 0
+    assert published_at == [0, 1] and len(sink.events) == 2
+
+
 def test_pod_events_false_records_nothing(shim, sink):
     shim.kube.add_pod("ns1", "pod1", "uid-1", {NETWORKS: "missing"})
     assert shim.run("ADD", shim.conf(podEvents=False)).status == 1
@@ -132,7 +153,7 @@ def test_a_failing_sink_costs_a_warning_never_the_add(shim, sink):
     out = shim.run("ADD", shim.conf())
     assert out.status == 0
     assert any(
-        "could not record 1 Pod Event(s): KubeApiRefused: events are forbidden" in m
+        "could not record the Pod Events: KubeApiRefused: events are forbidden" in m
         for _, m in shim.log.lines
     )
 
@@ -147,6 +168,16 @@ class Poster:
         self.cost = cost
         self.fail = fail
 
+        self.siblings = 0
+        self.closed = 0
+
+    def sibling(self):
+        self.siblings += 1
+        return self
+
+    def close(self):
+        self.closed += 1
+
     def create_event(self, event, timeout):
         self.posted.append((event["reason"], timeout))
         self.clock[0] += self.cost
@@ -154,18 +185,41 @@ class Poster:
             raise KubeApiError("boom", self.fail)
 
 
-def test_thin_events_share_one_short_budget():
+def test_thin_events_share_one_short_budget_on_a_connection_of_their_own():
     now = [0.0]
     poster = Poster(now, cost=0.4)
     thin = ThinEvents(lambda: poster, budget=1.0, timeout=0.5, clock=lambda: now[0])
+    thin.publish([{"reason": r} for r in "abcd"])
     with pytest.raises(KubeApiError, match="1 Event\\(s\\) left unwritten after the 1s budget"):
-        thin.publish([{"reason": r} for r in "abcd"])
+        thin.settle()
     assert [round(t, 2) for _, t in poster.posted] == [0.5, 0.5, 0.2]
+    assert (poster.siblings, poster.closed) == (1, 1)
+    thin.settle()  # settled once: nothing left to report
+    poster.fail = 403
+    thin.publish([{"reason": "x"}])
+    with pytest.raises(KubeApiError, match="boom"):
+        thin.settle()
 
 
 def test_thin_events_without_a_client_write_nothing():
-    ThinEvents(lambda: None).publish([{"reason": "x"}])
-    ThinEvents(object).publish([{"reason": "x"}])  # a view that cannot write Events
+    for client in (lambda: None, object):  # no API at all; a view that cannot write Events
+        thin = ThinEvents(client)
+        thin.publish([{"reason": "x"}])
+        thin.settle()
+
+
+def test_thin_events_give_up_at_the_budget_while_the_write_hangs():
+    gate = threading.Event()
+
+    class Hanging(Poster):
+        def create_event(self, event, timeout):
+            gate.wait(10)
+
+    thin = ThinEvents(lambda: Hanging([0.0]), budget=0.05)
+    thin.publish([{"reason": "x"}])
+    with pytest.raises(KubeApiError, match=r"still unwritten after the 0\.05s budget"):
+        thin.settle()
+    gate.set()
 
 
 class _Api(BaseHTTPRequestHandler):
@@ -209,6 +263,19 @@ def test_the_thin_client_posts_the_event_to_its_namespace_with_the_short_timeout
     with pytest.raises(KubeApiError, match="HTTP 403: nope") as err:
         client.create_event(event, 0.25)
     assert err.value.status == 403
+    client.close()
+
+
+def test_a_sibling_client_writes_on_a_connection_of_its_own(api_server):
+    client = KubeClient(Connection(server=f"http://127.0.0.1:{api_server.server_address[1]}"), timeout=5.0)
+    event = {"metadata": {"namespace": "ns1", "name": "p.1"}, "reason": "AddedInterface"}
+    client.create_event(event, 0.25)
+    other = client.sibling()
+    other.create_event(event, 0.25)
+    assert client._sock is not None and other._sock is not None
+    assert client._sock.getsockname() != other._sock.getsockname()
+    assert len(_Api.seen) == 2
+    other.close()
     client.close()
 
 
