@@ -7,10 +7,9 @@ then each field's type and value in the document's declared field order.
 
 from __future__ import annotations
 
-import json
 import re
 
-from sriov_contract import rawjson, reasons
+from sriov_contract import quickjson, rawjson, reasons
 from sriov_contract.errors import ContractError
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
@@ -147,4 +146,4 @@ def get_list(obj: JSONObject, key: str, what: str) -> list[Any]:
 
 def compact(fields: JSONObject) -> str:
     """The canonical compact form: fixed field order, no spaces, non-ASCII as UTF-8, no HTML escapes."""
-    return json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
+    return quickjson.dumps(fields, ensure_ascii=False, separators=(",", ":"))

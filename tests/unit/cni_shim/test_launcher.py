@@ -81,3 +81,44 @@ def test_a_thin_add_loads_no_heavy_module():
     assert {"cni_shim.core.delegates", "sriov_contract.networks", "cni_shim.kube.thin_client"} <= set(
         THIN_MODULES
     )
+
+
+# What a thin invocation's path still may not load, beyond HEAVY. A DEL (and the forwarding shim)
+# needs neither the API client nor a regular expression; an ADD loads ssl, which brings re and
+# enum with it, but nothing of json's own modules, urllib or ipaddress.
+DEL_PATH = ("cni_shim.main", "cni_shim.thick.forward", "cni_shim.handler", "cni_shim.wiring")
+NOT_ON_DEL = (
+    "json",
+    "re",
+    "enum",
+    "base64",
+    "contextlib",
+    "functools",
+    "urllib",
+    "signal",
+    "ipaddress",
+    "socket",
+    "ssl",
+)
+NOT_ON_ADD = ("json", "urllib", "ipaddress", "contextlib", "threading")
+
+
+def _loaded(modules: tuple[str, ...], names: tuple[str, ...]) -> list[str]:
+    probe = (
+        f"import sys; sys.path.insert(0, {str(Path(launcher.__file__).resolve().parents[1])!r}); "
+        f"import {', '.join(modules)}; "
+        f"print(sorted(m for m in sys.modules if m in {names!r} or m.split('.')[0] in {names!r}))"
+    )
+    out = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True, check=True)
+    return [m for m in out.stdout.strip().strip("[]").replace("'", "").split(", ") if m]
+
+
+def test_a_thin_del_loads_no_json_regex_or_enum_module():
+    assert _loaded(DEL_PATH, NOT_ON_DEL) == []
+
+
+def test_a_thin_add_loads_none_of_the_modules_it_spells_out():
+    from bench.thick_compare import THIN_MODULES  # noqa: PLC0415 - the bench's profile measures this list
+
+    add_path = (*THIN_MODULES, "cni_shim.core.guard", "cni_shim.kube.events")
+    assert _loaded(add_path, NOT_ON_ADD) == []
