@@ -65,6 +65,10 @@ def _read(path: str) -> bytes:
         return fh.read()
 
 
+def _ascii(name: str) -> str | bytes:
+    return name.encode() if name.isascii() else name
+
+
 def _line(stream: BinaryIO) -> bytes:
     line = stream.readline(_MAX_LINE + 1)
     if not line:
@@ -132,14 +136,16 @@ class KubeClient:
 
     def _connect(self) -> BinaryIO:
         if self._stream is None:
-            sock = socket.create_connection((self._host, self._port), timeout=self._timeout)
+            # getaddrinfo and ssl encode a str host name with the `idna` codec, whose import (with
+            # unicodedata) costs more than the lookup; an ASCII name is its own encoding, so only
+            # other names pay for that.
+            address = (_ascii(self._host), self._port)
+            sock = socket.create_connection(address, timeout=self._timeout)  # type: ignore[arg-type]  # bytes work
             if self._https:
                 if self._ctx is None:
                     self._ctx = ssl_context(self._conn)
-                name = self._conn.tls_server_name or self._host
-                # ssl encodes a str name with the `idna` codec (which loads unicodedata); an ASCII
-                # name is its own encoding, so only other names pay for that.
-                sock = self._ctx.wrap_socket(sock, server_hostname=name.encode() if name.isascii() else name)
+                name = _ascii(self._conn.tls_server_name or self._host)
+                sock = self._ctx.wrap_socket(sock, server_hostname=name)
             self._sock = sock
             self._stream = sock.makefile("rb")
         return self._stream

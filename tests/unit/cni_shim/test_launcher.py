@@ -122,3 +122,17 @@ def test_a_thin_add_loads_none_of_the_modules_it_spells_out():
 
     add_path = (*THIN_MODULES, "cni_shim.core.guard", "cni_shim.kube.events")
     assert _loaded(add_path, NOT_ON_ADD) == []
+
+
+def test_a_thin_api_request_to_an_ascii_host_never_loads_the_idna_codec():
+    """getaddrinfo (and ssl) encode a str host with `idna`, which loads unicodedata and stringprep."""
+    probe = (
+        f"import sys; sys.path.insert(0, {str(Path(launcher.__file__).resolve().parents[1])!r})\n"
+        "from cni_shim.kube.thin_client import KubeClient\n"
+        "from cni_shim.kube.kubeconfig import Connection\n"
+        "try:\n    KubeClient(Connection(server='http://localhost:1')).request('GET', '/')\n"
+        "except Exception as exc:\n    print(type(exc).__name__)\n"
+        "print('encodings.idna' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["KubeApiError", "False"]
