@@ -138,13 +138,16 @@ class ManagedPreparer:
 
     # -- repair (spec 8.3: converge without kubelet; only kubelet starts a release) ------------
 
-    def list_for_pass(self) -> PassListing:
-        """One repair pass's listings: this node's shadows, its Pods, the claims and the Node's UID.
+    def list_for_pass(self, records: Sequence[ClaimRecord] | None = None) -> PassListing:
+        """One repair pass's listings: this node's shadows, its Pods, the claims and the Node's UID,
+        beside what the pass's checkpoint `records` (by default a fresh snapshot) expect of them.
 
         Each is one consistent read (no resourceVersion); one that is not configured or fails is
         left out, and every claim then takes the live path as it would without it.
         """
-        listing = PassListing(shadows=None, ready=ready_bindings(self._checkpoint.snapshot_all()))
+        if records is None:
+            records = self._checkpoint.snapshot_all()
+        listing = PassListing(shadows=None, ready=ready_bindings(records))
         shadows, pods, claims = self._shadow_lister, self._pod_lister, self._claim_lister
         if shadows is not None:
             index = _listed(
@@ -160,7 +163,9 @@ class ManagedPreparer:
             )
         return listing
 
-    def repair_claim(self, claim_uid: str, listed: PassListing | None = None) -> None:
+    def repair_claim(
+        self, claim_uid: str, listed: PassListing | None = None, *, recorded: ClaimRecord | None = None
+    ) -> None:
         """One repair pass over a checkpointed claim, under the same locks as kubelet's calls.
 
         A release phase records kubelet's earlier authorization, so its release resumes (a
@@ -169,8 +174,11 @@ class ManagedPreparer:
         ones; any difference stops repair and never releases hardware: that is kubelet's call.
         A claim the pass's listing shows healthy costs no request; any other takes the live path,
         where a shadow `listed` exactly as recorded still costs no read and the rest is read live.
+        `recorded` is the pass's own copy of the claim's record, if it has one: the checks before
+        the locks read it; whatever writes re-reads the checkpoint under them.
         """
-        recorded = self._checkpoint.snapshot_claim(claim_uid)
+        if recorded is None:
+            recorded = self._checkpoint.snapshot_claim(claim_uid)
         if recorded is None or "" in phases_of(recorded):
             return
         if phases_of(recorded) & RELEASE_PHASES:

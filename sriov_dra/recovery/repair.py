@@ -47,7 +47,9 @@ BACKING_OFF: Final = "BackingOff"
 
 
 class ClaimRepairer(Protocol):
-    def repair_claim(self, claim_uid: str, listed: PassListing | None = None) -> None: ...
+    def repair_claim(
+        self, claim_uid: str, listed: PassListing | None = None, *, recorded: ClaimRecord | None = None
+    ) -> None: ...
 
 
 @dataclass
@@ -68,7 +70,7 @@ class RepairWorker:
         metrics: DriverMetrics | None = None,
         clock: Callable[[], float] = time.monotonic,
         rand: Callable[[], float] = random.random,
-        listing: Callable[[], PassListing] | None = None,
+        listing: Callable[[Sequence[ClaimRecord]], PassListing] | None = None,
     ) -> None:
         self._service = service
         self._snapshot = snapshot
@@ -90,9 +92,11 @@ class RepairWorker:
         """One pass; returns each claim's outcome: "" repaired or healthy, a reason, or BackingOff."""
         started = self._clock()
         outcomes: dict[str, str] = {}
+        # One copy of the checkpoint per pass: the listing's expectations and each claim's
+        # unlocked checks read it (a claim about to be written is read again under its locks).
         records = self._snapshot()
         # A node with nothing to repair does not list anything.
-        listed = self._listing() if self._listing is not None and records else None
+        listed = self._listing(records) if self._listing is not None and records else None
         for record in records:
             outcomes[record.claim_uid] = self._repair(record, started, listed)
         for gone in set(self._streaks) - {r.claim_uid for r in records}:
@@ -107,7 +111,7 @@ class RepairWorker:
         if streak is not None and now < streak.retry_at:
             return BACKING_OFF
         try:
-            self._service.repair_claim(record.claim_uid, listed)
+            self._service.repair_claim(record.claim_uid, listed, recorded=record)
         except ReasonedError as exc:
             self._failed(record, exc, streak, now)
             return exc.reason

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from kubernetes import client
 
 from sriov_contract.keys import NETWORKS_ANNOTATION, PROTECTION_FINALIZER
 from sriov_dra import reasons
+from sriov_dra.core.claimrecord import ClaimRecord
 from sriov_dra.core.passdrift import PassListing
 from sriov_dra.recovery.repair import RepairWorker
 from tests.bed.audit import AuditEvent
@@ -167,8 +169,8 @@ def test_a_listing_made_stale_before_the_claims_turn_causes_no_write(
                 return None
             raise
 
-    def stale() -> PassListing:
-        listing = service.list_for_pass()
+    def stale(records: Sequence[ClaimRecord]) -> PassListing:
+        listing = service.list_for_pass(records)
         core.delete_namespaced_pod("pod-c", ns, grace_period_seconds=0)
         wait_for(lambda: pod_uid() is None, 30, what="the old pod-c gone")
         create_pod(testbed, ns, "pod-c", [{"name": "vfs", "resourceClaimName": "c"}])

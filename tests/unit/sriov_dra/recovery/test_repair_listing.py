@@ -4,8 +4,11 @@ own, and every other one takes the live read-and-repair path exactly as without 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from sriov_contract.keys import PROTECTION_FINALIZER
+from sriov_dra.core.claimrecord import ClaimRecord
 from sriov_dra.core.passdrift import PassListing
 from sriov_dra.core.shadowmatch import index_shadows
 from sriov_dra.kubeletplugin.api import ClaimRef
@@ -42,6 +45,27 @@ def test_converged_shadows_cost_one_list_and_no_shadow_read(env: Env) -> None:
     _pod, uid, _shadows = prepared(env)
     assert listing_worker(env).run_once() == {uid: ""}
     assert (lists(env), shadow_gets(env), env.api.writes) == (1, [], [])
+
+
+def test_a_healthy_pass_copies_the_checkpoint_once(env: Env, monkeypatch) -> None:
+    """The listing's expectations and each claim's unlocked checks read the pass's one snapshot
+    (at 1000 claims x 8 VFs each extra copy was about 70 ms of a 2 s pass)."""
+    _pod, uid, _shadows = prepared(env)
+    copies: list[str] = []
+
+    def counted(name: str) -> Callable[..., Any]:
+        real = getattr(env.checkpoint, name)
+
+        def copy(*args: Any) -> Any:
+            copies.append(name)
+            return real(*args)
+
+        return copy
+
+    for name in ("snapshot_all", "snapshot_claim"):
+        monkeypatch.setattr(env.checkpoint, name, counted(name))
+    assert listing_worker(env).run_once() == {uid: ""}
+    assert copies == ["snapshot_all"]
 
 
 def test_without_a_listing_every_shadow_is_read(env: Env) -> None:
@@ -113,8 +137,8 @@ def test_a_stale_listing_is_corrected_by_the_next_pass(env: Env) -> None:
     del env.api.objects[("nads", NS, gone)]
     snapshots = [PassListing(shadows=taken)]
 
-    def listing() -> PassListing:
-        return snapshots.pop() if snapshots else env.service.list_for_pass()
+    def listing(records: Sequence[ClaimRecord]) -> PassListing:
+        return snapshots.pop() if snapshots else env.service.list_for_pass(records)
 
     worker = RepairWorker(env.service, env.checkpoint.snapshot_all, listing=listing)
     assert worker.run_once() == {uid: ""}
