@@ -109,9 +109,9 @@ def merge_managed_selections(
     selections = view.selections()
     _check_selections(view, selections, prior, registry, desired)
     present = {s.selection_tuple() for s in selections}
-    raws = [s.raw for s in selections]
-    raws += [_generated(e) for e in registry.entries if _tuple(e) not in present]
-    return _patch(view, raws, registry, prior)
+    old_raws = [s.raw for s in selections]
+    raws = old_raws + [_generated(e) for e in registry.entries if _tuple(e) not in present]
+    return _patch(view, old_raws, raws, registry, prior)
 
 
 def release_claim_selections(pod: Mapping[str, Any], claim_uid: str) -> list[PatchOp] | None:
@@ -126,8 +126,9 @@ def release_claim_selections(pod: Mapping[str, Any], claim_uid: str) -> list[Pat
     registry = Registry(
         PROTOCOL_VERSION, view.uid, tuple(e for e in prior.entries if e.claim_uid != claim_uid)
     )
-    raws = [s.raw for s in view.selections() if s.selection_tuple() not in dropped]
-    return _patch(view, raws, registry, prior)
+    selections = view.selections()
+    raws = [s.raw for s in selections if s.selection_tuple() not in dropped]
+    return _patch(view, [s.raw for s in selections], raws, registry, prior)
 
 
 def _ownership(view: _PodView, entry: RegistryEntry, why: str) -> DriverCoreError:
@@ -180,9 +181,13 @@ def _check_selections(
 
 
 def _patch(
-    view: _PodView, raws: list[JsonObject], registry: Registry, prior: Registry | None
+    view: _PodView,
+    old_raws: list[JsonObject],
+    raws: list[JsonObject],
+    registry: Registry,
+    prior: Registry | None,
 ) -> list[PatchOp] | None:
-    old_raws = [s.raw for s in view.selections()]
+    """The annotation patch from the Pod's selections as parsed (`old_raws`) to `raws` and `registry`."""
     changes: dict[str, str | None] = {}
     if raws != old_raws:
         changes[NETWORKS_ANNOTATION] = rawjson.dumps(list(raws)) if raws else None
