@@ -18,7 +18,7 @@ def _is_default(route: Json) -> bool:
     import ipaddress  # noqa: PLC0415 - only addresses and routes need it, not every start
 
     dst = str(route.get("dst", ""))
-    if not dst:
+    if not dst or dst in ("0.0.0.0/0", "::/0"):
         return True
     try:
         return ipaddress.ip_network(dst, strict=False).network_address.is_unspecified

@@ -51,8 +51,26 @@ def _str(obj: JsonObject, key: str, what: str) -> str:
 _LOADER = "LoadDelegateNetConf: failed with: LoadDelegateNetConfList: "
 
 
+# Parsed networks by their exact bytes. One request met the same delegate config up to seven
+# times (candidate, plan, each verb) and the daemon meets it again on every Pod's ADD and DEL;
+# a Network is never modified after parsing, so its plugins can be shared. Only successes are
+# kept: a failure's message names the `what` of its caller.
+_PARSED: dict[bytes, Network] = {}
+_PARSED_MAX = 256
+
+
 def parse(raw: bytes, what: str) -> Network:
     """Multus's loader rule: a non-empty root `type` means a single plugin, otherwise `plugins`."""
+    net = _PARSED.get(raw)
+    if net is None:
+        net = _parse(raw, what)
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()  # configs change rarely; a full map is a burst of distinct ones
+        _PARSED[raw] = net
+    return net
+
+
+def _parse(raw: bytes, what: str) -> Network:
     obj = decode(raw, what)
     versions_value = obj.get("cniVersions") or []
     if not isinstance(versions_value, list) or not all(isinstance(v, str) for v in versions_value):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 
 import pytest
@@ -122,3 +123,34 @@ def test_network_status_multi_interface_only_sandboxed_and_default_follows_gatew
     # IPAM-style results with no interfaces give no entry at all (Multus)
     assert netstatus.statuses({"ips": [{"address": "10.0.0.2/24"}]}, "x", master=False) == []
     assert json.loads(netstatus.render(entries))[1]["default"] is True
+
+
+_OCTETS = st.sampled_from(
+    ["0", "1", "9", "10", "99", "100", "199", "249", "250", "255", "256", "01", "00", ""]
+)
+_PREFIXES = st.sampled_from(
+    ["", "/0", "/8", "/24", "/32", "/33", "/03", "/032", "/", "/255.255.255.0", "/24\n"]
+)
+
+
+@given(st.lists(_OCTETS, min_size=3, max_size=5), _PREFIXES)
+def test_address_family_fast_path_agrees_with_ipaddress(octets, prefix):
+    """Plain IPv4 text skips ipaddress; anything it accepts or refuses must come out the same."""
+    address = ".".join(octets) + prefix
+    try:
+        expected: str | None = str(ipaddress.ip_interface(address).version)
+    except ValueError:
+        expected = None
+    try:
+        current = results.to_current({"cniVersion": "1.0.0", "ips": [{"address": address}]}, "")
+        got: str | None = results.convert(current, "0.4.0")["ips"][0]["version"]
+    except CniError:
+        got = None
+    assert got == expected
+
+
+def test_ipv6_and_netmask_addresses_still_go_through_ipaddress():
+    converted = results.convert(
+        {"ips": [{"address": "fd00::2/64"}, {"address": "10.0.0.2/255.255.255.0"}]}, "0.4.0"
+    )
+    assert [ip["version"] for ip in converted["ips"]] == ["6", "4"]
