@@ -48,5 +48,30 @@ def test_sorted_dump_is_json_with_sorted_keys_and_no_spaces(value):
     assert jsonbytes.dumps_sorted(value) == json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-def test_sorted_dump_keeps_raw_number_text():
-    assert jsonbytes.dumps_sorted(rawjson.loads(b'{"b": 1.50, "a": [1e3]}')) == '{"a":[1e3],"b":1.50}'
+@pytest.mark.parametrize(
+    "text",
+    [
+        "0",
+        "1500",
+        "-7",
+        "0.5",
+        "1.0",
+        "-0",
+        "1.50",
+        "1e3",
+        "1E3",
+        "-0.0",
+        "1" * 30,
+        "1" * 5000,
+        "0.1e-400",
+        "1e400",
+    ],
+)
+def test_sorted_dump_keeps_raw_number_text(text):
+    doc = rawjson.loads(f'{{"b": {text}, "a": [{text}, "x"], "c": {{"z": true, "y": {text}}}}}')
+    assert jsonbytes.dumps_sorted(doc) == f'{{"a":[{text},"x"],"b":{text},"c":{{"y":{text},"z":true}}}}'
+
+
+def test_sorted_dump_refuses_what_json_cannot_write():
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        jsonbytes.dumps_sorted({"a": object()})
