@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from cni_shim.errors import CniError, KubeApiError
 from cni_shim.kube import kubeconfig, paths, thin_client
 from cni_shim.kube.thin_client import KubeClient
+from tests.support.httpjson import send_json
 
 
 def _doc(user, cluster=None):
@@ -94,12 +95,7 @@ class _Api(BaseHTTPRequestHandler):
         pass
 
     def _reply(self, code, body):
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, code, body)
 
     def do_GET(self):
         self.seen.append(("GET", self.path, self.headers.get("Authorization")))

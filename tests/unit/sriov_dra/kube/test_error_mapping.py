@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import http.server
-import json
 import socket
 import threading
 from collections.abc import Iterator
@@ -13,6 +12,7 @@ from kubernetes import client
 
 from sriov_dra.apierrors import ApiError
 from sriov_dra.kube.resources import KubeClaims, KubePolicySource, KubeSlices
+from tests.support.httpjson import send_json
 
 CLAIM = "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c"
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
@@ -30,12 +30,7 @@ class _Api(http.server.BaseHTTPRequestHandler):
         status, body = ANSWERS.get(
             (self.command, self.path.split("?")[0]), (404, {"kind": "Status", "message": "not found"})
         )
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, status, body)
 
     do_GET = do_POST = do_PUT = do_DELETE = _answer
 
