@@ -50,9 +50,10 @@ def _attached(log: Path) -> list[tuple[str, str]]:
 def _daemon_gets(testbed, mark: int) -> Counter[tuple[str, str]]:
     # The ADD's answer follows its status write; its audit event says the request is fully logged.
     testbed.audit.wait_for_count(1, since=mark, user=DAEMON_USER, verb="update")
-    return Counter(
-        (e.resource, e.name) for e in testbed.audit.events(since=mark, user=DAEMON_USER, verb="get")
-    )
+    gets = testbed.audit.events(since=mark, user=DAEMON_USER, verb="get")
+    # Live means a consistent read: no resourceVersion (a "0" would be served from the watch cache).
+    assert [e.uri for e in gets if "?" in e.uri] == []
+    return Counter((e.resource, e.name) for e in gets)
 
 
 def _add_and_del(thick_bin: Path, conf: dict[str, Any], cid: str, ns: str, uid: str) -> None:
