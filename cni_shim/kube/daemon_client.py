@@ -27,6 +27,8 @@ from cni_shim.kube.kubeconfig import Connection
 from cni_shim.kube.paths import REQUEST_TIMEOUT
 from cni_shim.kube.thin_client import KubeClient, ssl_context
 
+_USER_AGENT = "cni-shim-daemon"
+
 
 def _message(data: bytes) -> str:
     try:
@@ -99,16 +101,17 @@ class Sockets:
     """
 
     def __init__(self, conn: Connection, timeout: float = REQUEST_TIMEOUT) -> None:
-        self._conn = conn
-        self._timeout = timeout
+        # One client holds the TLS settings (loaded once, on its first connection); every socket
+        # is a sibling of it, so a new socket never loads the certificates again.
+        self._first = KubeClient(conn, timeout, _USER_AGENT)
         self._lock = threading.Lock()
-        self._idle: list[KubeClient] = []
+        self._idle: list[KubeClient] = [self._first]
 
     def request(self, method: str, path: str, body: Mapping[str, Any] | None) -> tuple[int, bytes]:
         with self._lock:
             client = self._idle.pop() if self._idle else None
         if client is None:
-            client = KubeClient(self._conn, self._timeout)
+            client = self._first.sibling()
         try:
             return client.request(method, path, body)
         finally:
@@ -189,7 +192,7 @@ class ApiServer:
         *,
         stream: bool = False,
     ) -> Any:
-        headers = {"Accept": "application/json", "User-Agent": "cni-shim-daemon"}
+        headers = {"Accept": "application/json", "User-Agent": _USER_AGENT}
         if body is not None:
             headers["Content-Type"] = "application/json"
         url = f"{self._host}{path}"

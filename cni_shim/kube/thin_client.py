@@ -119,10 +119,13 @@ def read_response(stream: BinaryIO) -> tuple[int, dict[str, str], bytes]:
 class KubeClient:
     pod_reads_live = True
 
-    def __init__(self, conn: Connection, timeout: float = REQUEST_TIMEOUT) -> None:
+    def __init__(
+        self, conn: Connection, timeout: float = REQUEST_TIMEOUT, user_agent: str = "cni-shim"
+    ) -> None:
         self._https, self._host, self._port, self._prefix = split_server(conn.server)
         self._conn = conn
         self._timeout = timeout
+        self._agent = user_agent
         self._ctx: ssl.SSLContext | None = None
         self._sock: socket.socket | None = None
         self._stream: BinaryIO | None = None
@@ -130,7 +133,9 @@ class KubeClient:
     def sibling(self) -> KubeClient:
         """A client of the same server on a connection of its own, sharing the TLS settings (so
         its handshake does not load the certificates again)."""
-        other = KubeClient(self._conn, self._timeout)
+        if self._https and self._ctx is None:
+            self._ctx = ssl_context(self._conn)
+        other = KubeClient(self._conn, self._timeout, self._agent)
         other._ctx = self._ctx
         return other
 
@@ -170,7 +175,7 @@ class KubeClient:
             f"{method} {self._prefix}{path} HTTP/1.1",
             f"Host: {f'[{self._host}]' if ':' in self._host else self._host}:{self._port}",
             "Accept: application/json",
-            "User-Agent: cni-shim",
+            f"User-Agent: {self._agent}",
             f"Content-Length: {len(payload)}",
         ]
         if body is not None:

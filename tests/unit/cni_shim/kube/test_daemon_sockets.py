@@ -25,6 +25,7 @@ from tests.support.httpjson import send_json
 class _Api(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     connections: set[int]
+    agents: set[str]
     gate: threading.Barrier | None = None
     puts: list[dict[str, Any]]
 
@@ -33,6 +34,7 @@ class _Api(BaseHTTPRequestHandler):
         self.connections.add(id(self.connection))
 
     def do_GET(self) -> None:
+        self.agents.add(self.headers["User-Agent"])
         if self.gate is not None:
             self.gate.wait(5)  # every caller is in flight at once
         if self.path.endswith("/missing"):
@@ -53,7 +55,7 @@ class _Api(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def api() -> Iterator[tuple[ApiServer, type[_Api]]]:
-    handler = type("Api", (_Api,), {"connections": set(), "puts": [], "gate": None})
+    handler = type("Api", (_Api,), {"connections": set(), "agents": set(), "puts": [], "gate": None})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}"
@@ -72,6 +74,7 @@ def test_calls_in_turn_share_one_kept_alive_connection(api):
             "metadata": {"name": name}
         }
     assert len(handler.connections) == 1
+    assert handler.agents == {"cni-shim-daemon"}  # the daemon, not the thin shim, in audit logs
 
 
 def test_concurrent_callers_each_get_their_own_connection(api):
