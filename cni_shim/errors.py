@@ -4,8 +4,6 @@ The code travels in the error details so the exception survives pickling (thick 
 errors across processes) without a second constructor contract.
 """
 
-from __future__ import annotations
-
 from cni_shim import reasons
 from sriov_contract.errors import ReasonedError
 
@@ -40,7 +38,7 @@ class CniError(ReasonedError):
         """A delegate's own error, answered as the delegate gave it (Multus's STATUS)."""
         return bool(self.details.get("passthrough", False))
 
-    def wrap(self, prefix: str, code: int | None = None) -> CniError:
+    def wrap(self, prefix: str, code: int | None = None) -> "CniError":
         """The same failure behind a context prefix (Multus wraps errors with %v as they rise)."""
         return CniError(
             self.reason, prefix + self.message, self.code if code is None else code, self.cni_details
@@ -57,7 +55,7 @@ class CniError(ReasonedError):
         return body
 
 
-def delegate_error(err: CniError) -> CniError:
+def delegate_error(err: "CniError") -> "CniError":
     """A delegate's structured error exactly as it printed it (code, msg, details), or err itself."""
     raw = err.details.get("delegate_msg")
     if not isinstance(raw, str):
@@ -73,7 +71,7 @@ def reason_of(details: object) -> str:
     return head if head.isidentifier() else ""
 
 
-def config_error(message: str) -> CniError:
+def config_error(message: str) -> "CniError":
     return CniError(reasons.INVALID_NETWORK_CONFIG, message, INVALID_NETWORK_CONFIG)
 
 

@@ -8,10 +8,8 @@ library and this package are imported, and only what the verb needs: VERSION and
 line touch nothing but the protocol module.
 """
 
-from __future__ import annotations
-
 import gc
-import os
+import posix
 import sys
 
 # Spelled out instead of imported: `typing` alone costs milliseconds on every start.
@@ -23,7 +21,7 @@ if TYPE_CHECKING:
     from cni_shim.handler import Services
 
 
-def _failing(exc: OSError) -> Callable[[], bytes]:
+def _failing(exc: OSError) -> "Callable[[], bytes]":
     def read() -> bytes:
         raise exc
 
@@ -32,8 +30,8 @@ def _failing(exc: OSError) -> Callable[[], bytes]:
 
 def run(
     env: dict[str, str],
-    read_stdin: Callable[[], bytes],
-    services: Callable[[dict[str, str]], Services] | None = None,
+    read_stdin: "Callable[[], bytes]",
+    services: "Callable[[dict[str, str]], Services] | None" = None,
 ) -> tuple[int, str, str]:
     """One invocation; returns (exit status, stdout text, stderr text). Never raises.
 
@@ -65,18 +63,25 @@ def run(
     return handler.invoke(env, read_stdin, services or _real_services)
 
 
-def _real_services(env: dict[str, str]) -> Services:
+def _real_services(env: dict[str, str]) -> "Services":
     from cni_shim import wiring  # noqa: PLC0415 - adapters only once the request is valid
 
     return wiring.services(env)
 
 
+def _environ() -> dict[str, str]:
+    """os.environ as a dict, decoded as os decodes it, read from `posix` itself: `os` and the
+    modules under it cost a thick invocation (which needs nothing else of them) a millisecond."""
+    encoding, errors = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
+    return {k.decode(encoding, errors): v.decode(encoding, errors) for k, v in posix.environ.items()}
+
+
 def main() -> None:
-    # One short invocation that ends in os._exit: the cyclic collector's passes over the objects
+    # One short invocation that ends in posix._exit: the cyclic collector's passes over the objects
     # each import creates would only add to start-up (about 1 ms a process), never free anything
     # this process would live to reuse.
     gc.disable()
-    status, out, err = run(dict(os.environ), sys.stdin.buffer.read)
+    status, out, err = run(_environ(), sys.stdin.buffer.read)
     if out:
         sys.stdout.write(out)
     if err:
@@ -86,4 +91,4 @@ def main() -> None:
     # Everything the runtime gets is written; the interpreter's teardown (freeing every module
     # and object) would only add a few milliseconds of CPU to each invocation. Log files flush
     # per line and connections need no goodbye, so the process ends here.
-    os._exit(status)
+    posix._exit(status)

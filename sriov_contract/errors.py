@@ -5,8 +5,6 @@ message names the object involved and says what to do. Subclasses only add group
 change the reason contract.
 """
 
-from __future__ import annotations
-
 # Spelled out instead of imported: the thick shim's forward path imports this module, and
 # `typing` alone costs milliseconds on every start.
 TYPE_CHECKING = False
@@ -18,17 +16,19 @@ if TYPE_CHECKING:
 class ReasonedError(Exception):
     """An error with a stable machine-readable reason and an actionable human message."""
 
-    def __init__(self, reason: str, message: str, **details: Any) -> None:
+    def __init__(self, reason: str, message: str, **details: "Any") -> None:
         super().__init__(f"{reason}: {message}")
         self.reason = reason
         self.message = message
         self.details = details
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> "tuple[Any, ...]":
         return (_rebuild, (type(self), self.reason, self.message, self.details))
 
 
-def _rebuild(cls: type[ReasonedError], reason: str, message: str, details: dict[str, Any]) -> ReasonedError:
+def _rebuild(
+    cls: "type[ReasonedError]", reason: str, message: str, details: "dict[str, Any]"
+) -> "ReasonedError":
     err = cls.__new__(cls)
     ReasonedError.__init__(err, reason, message, **details)
     return err

@@ -9,8 +9,6 @@ document, another text encoding, a type only the full encoder knows) is handed t
 `json` module, so errors carry json's own exception and wording: only the cost changes.
 """
 
-from __future__ import annotations
-
 import _json
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
@@ -35,10 +33,10 @@ class _Context:
 
     def __init__(
         self,
-        object_pairs_hook: Callable[..., object] | None,
-        parse_int: Callable[[str], object] | None,
-        parse_float: Callable[[str], object] | None,
-        parse_constant: Callable[[str], object] | None,
+        object_pairs_hook: "Callable[..., object] | None",
+        parse_int: "Callable[[str], object] | None",
+        parse_float: "Callable[[str], object] | None",
+        parse_constant: "Callable[[str], object] | None",
     ) -> None:
         self.object_pairs_hook = object_pairs_hook
         # The scanner's own fast paths apply only to the int and float types themselves.
@@ -49,11 +47,11 @@ class _Context:
 
 
 _Hooks = tuple[object, object, object, object]
-_scanners: dict[_Hooks, Callable[[str, int], tuple[object, int]]] = {}
+_scanners: "dict[_Hooks, Callable[[str, int], tuple[object, int]]]" = {}
 _MAX_SCANNERS = 16  # hooks are module-level functions; never grow without bound on lambdas
 
 
-def _scanner(hooks: _Hooks) -> Callable[[str, int], tuple[object, int]]:
+def _scanner(hooks: _Hooks) -> "Callable[[str, int], tuple[object, int]]":
     scan = _scanners.get(hooks)
     if scan is None:
         scan = _json.make_scanner(_Context(*hooks))  # type: ignore[arg-type]
@@ -65,11 +63,11 @@ def _scanner(hooks: _Hooks) -> Callable[[str, int], tuple[object, int]]:
 def loads(
     data: bytes | bytearray | str,
     *,
-    object_pairs_hook: Callable[[list[tuple[str, Any]]], object] | None = None,
-    parse_int: Callable[[str], object] | None = None,
-    parse_float: Callable[[str], object] | None = None,
-    parse_constant: Callable[[str], object] | None = None,
-) -> Any:
+    object_pairs_hook: "Callable[[list[tuple[str, Any]]], object] | None" = None,
+    parse_int: "Callable[[str], object] | None" = None,
+    parse_float: "Callable[[str], object] | None" = None,
+    parse_constant: "Callable[[str], object] | None" = None,
+) -> "Any":
     """json.loads(data, **hooks): the same value, or the same exception json raises."""
     hooks = (object_pairs_hook, parse_int, parse_float, parse_constant)
     text: str | None = None

@@ -4,8 +4,6 @@ Importing this module costs nothing beyond the interpreter: the VERSION verb ans
 alone, so the error types are imported only when a version is actually refused.
 """
 
-from __future__ import annotations
-
 from cni_shim import reasons
 
 # Spelled out instead of imported: `typing` alone costs milliseconds on every start.
@@ -49,7 +47,7 @@ def require_supported(version: str) -> str:
     return effective
 
 
-def select(candidates: Iterable[str], plugin_supports: Iterable[str]) -> str | None:
+def select(candidates: "Iterable[str]", plugin_supports: "Iterable[str]") -> str | None:
     """Highest candidate that both we and the plugin speak (CNI 1.1 version selection)."""
     common = set(candidates) & set(plugin_supports) & set(SUPPORTED)
     return max(common, key=parse) if common else None

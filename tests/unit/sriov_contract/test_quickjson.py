@@ -122,10 +122,12 @@ def test_non_string_keys_and_other_types_fall_back_to_json():
 
 
 def test_the_forward_path_imports_neither_json_nor_socket():
-    """The thick shim forwards with quickjson and `_socket`: none of these come along."""
+    """The thick shim forwards with quickjson, `_socket` and `posix`: none of these come along
+    (`os` and `__future__` alone cost each thick invocation over a millisecond)."""
     probe = (
-        "import sys; from cni_shim.thick import forward; "
-        "print(sorted(m for m in ('json', 'socket', 're', 'typing', 'base64') if m in sys.modules))"
+        "import sys; import cni_shim.main; from cni_shim.thick import forward; "
+        "print(sorted(m for m in ('json', 'socket', 're', 'typing', 'base64', 'os', '__future__') "
+        "if m in sys.modules))"
     )
     out = subprocess.run(
         [sys.executable, "-S", "-c", probe], capture_output=True, text=True, check=True, cwd="."
