@@ -141,6 +141,9 @@ def start_repair(
     return worker
 
 
+EVENT_DRAIN_SECONDS = 2.0
+
+
 def run(cfg: Config, stop: threading.Event) -> None:
     """Start everything, serve until `stop` is set, then shut down cleanly."""
     paths = SocketPaths(cfg.registrar_dir, cfg.plugins_dir)
@@ -181,8 +184,10 @@ def run(cfg: Config, stop: threading.Event) -> None:
         vf_driver=SysfsVfDriver(cfg.sysfs_root),
     )
     service: NodeService = preparer
+    recorder: EventRecorder | None = None
     if managed:
-        reporter = BindingReporter(EventRecorder(KubeEvents(api), host=cfg.node_name), metrics)
+        recorder = EventRecorder(KubeEvents(api), host=cfg.node_name).start()
+        reporter = BindingReporter(recorder, metrics)
         managed_preparer = managed_service(
             api,
             node_name=cfg.node_name,
@@ -225,6 +230,8 @@ def run(cfg: Config, stop: threading.Event) -> None:
         if health is not None:
             health.stop()
         plugin.stop()
+        if recorder is not None:
+            recorder.close(EVENT_DRAIN_SECONDS)  # what is queued still goes out, briefly
         api.close()
         log.info("stopped")
 

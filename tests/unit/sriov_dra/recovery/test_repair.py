@@ -228,6 +228,39 @@ def test_identical_events_are_sent_once_and_a_failed_send_is_retried() -> None:
     assert len(sink.events) == 2
 
 
+def test_a_started_recorder_writes_from_its_sender_and_never_makes_emit_wait() -> None:
+    """Four Events per prepare went out inline; now the sender writes them, in order."""
+    gate = threading.Event()
+
+    class Slow(Sink):
+        fail = True
+
+        def create_event(self, namespace, body) -> None:
+            gate.wait(10)  # an API server that takes its time
+            if body["message"] == "m" and self.fail:
+                self.fail = False
+                raise OSError("down")
+            super().create_event(namespace, body)
+
+    sink = Slow()
+    rec = EventRecorder(sink, host="n", queued=2).start()
+    obj = InvolvedObject("Pod", "v1", "ns", "p", "u1")
+    assert rec.emit(obj, "Warning", "X", "m")  # queued: the write has not happened yet
+    assert rec.emit(obj, "Warning", "X", "n")
+    assert not rec.emit(obj, "Warning", "X", "m")  # the same one, still in flight
+    deadline = time.monotonic() + 5
+    while rec._queue.qsize() == 2 and time.monotonic() < deadline:
+        pass  # the sender takes the first and waits at the gate
+    assert rec.emit(obj, "Warning", "X", "o")  # the queue has room for one more
+    assert not rec.emit(obj, "Warning", "X", "p")  # full: dropped, never waited for
+    assert sink.events == []
+    gate.set()
+    rec.close(5)
+    assert [e["message"] for e in sink.events] == ["n", "o"]  # "m" failed: forgotten, so ...
+    assert rec.emit(obj, "Warning", "X", "m")  # ... sent again when it comes up again (inline now)
+    assert [e["message"] for e in sink.events] == ["n", "o", "m"]
+
+
 def test_binding_phase_gauge_counts_the_checkpoint(env: Env) -> None:
     metrics = DriverMetrics()
     metrics.watch_bindings(env.checkpoint.snapshot_all)
