@@ -174,10 +174,16 @@ def test_a_refused_status_write_still_prepares_and_is_reported(
     )
     assert [e.code for e in status_writes(testbed, mark)] == [422]
     assert ours(get_claim(testbed, ns, "c")) == []
-    events = client.CoreV1Api(testbed.api_client).list_namespaced_event(
-        ns, field_selector="involvedObject.name=c,reason=DeviceStatusForbidden"
+    # The agent's Event sender writes it in the background: it may still be on its way.
+    (event,) = wait_for(
+        lambda: (
+            client.CoreV1Api(testbed.api_client)
+            .list_namespaced_event(ns, field_selector="involvedObject.name=c,reason=DeviceStatusForbidden")
+            .items
+        ),
+        30,
+        what="the DeviceStatusForbidden Event",
     )
-    (event,) = events.items
     message = present(event.message, "message of the DeviceStatusForbidden Event")
     assert event.type == "Warning" and message.startswith("device-status of claim")
     assert "associated-node:patch" in message

@@ -130,9 +130,14 @@ def test_deleted_shadow_is_never_recreated_while_terminating_and_is_once_gone(
     assert (
         managed_agent.records()[claim["metadata"]["uid"]]["devices"][0]["managedBinding"]["phase"] == "Ready"
     )
-    # reported once on the Pod and once on the claim, not once per pass
-    assert len(events(testbed, ns, pod_uid, "ShadowDeletionPending")) == 1
-    assert len(events(testbed, ns, claim["metadata"]["uid"], "ShadowDeletionPending")) == 1
+    # reported once on the Pod and once on the claim, not once per pass (the agent's Event sender
+    # writes them in the background, so the first may still be on its way)
+    for uid in (pod_uid, claim["metadata"]["uid"]):
+
+        def reported(uid: str = uid) -> list[Any]:
+            return events(testbed, ns, uid, "ShadowDeletionPending")
+
+        assert len(wait_for(reported, 30, what="the ShadowDeletionPending Event")) == 1
 
     set_finalizers(testbed, ns, name, [])  # now it is truly gone: repair recreates it
     again = wait_for(
