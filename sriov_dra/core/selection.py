@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Final
 
 from sriov_contract import rawjson
@@ -33,6 +34,20 @@ ANNOTATIONS_SIZE_LIMIT: Final = 256 * 1024
 _GENERATED_KEYS: Final = frozenset({"name", "namespace", "interface"})
 
 PatchOp = dict[str, Any]
+# Parsed annotations by their text. A repair pass checks every Pod of the node each time, and a
+# healthy Pod's annotations read the same on every pass; the parsed forms are immutable records
+# (their raw JSON objects are only ever read here). About one node's worth of Pods.
+_PARSED_PODS: Final = 4096
+
+
+@lru_cache(maxsize=_PARSED_PODS)
+def _registry(text: str) -> Registry:
+    return parse_registry(text)
+
+
+@lru_cache(maxsize=_PARSED_PODS)
+def _selections(text: str | None, namespace: str) -> tuple[NetworkSelection, ...]:
+    return tuple(parse_network_selections(text, namespace))
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +82,7 @@ class _PodView:
         text = self.annotation(REGISTRY_ANNOTATION)
         if text is None:
             return None
-        registry = parse_registry(text)
+        registry = _registry(text)
         if registry.pod_uid != self.uid:
             raise fail(
                 MANAGED_SELECTION_CONFLICT,
@@ -78,7 +93,7 @@ class _PodView:
         return registry
 
     def selections(self) -> list[NetworkSelection]:
-        return parse_network_selections(self.annotation(NETWORKS_ANNOTATION), self.namespace)
+        return list(_selections(self.annotation(NETWORKS_ANNOTATION), self.namespace))
 
 
 def _tuple(entry: RegistryEntry) -> tuple[str, str, str | None]:
