@@ -7,8 +7,6 @@ then each field's type and value in the document's declared field order.
 
 from __future__ import annotations
 
-import re
-
 from sriov_contract import quickjson, rawjson, reasons
 from sriov_contract.errors import ContractError
 
@@ -43,14 +41,6 @@ def _walk(value: Any, what: str) -> list[Any]:
     return out
 
 
-# One C-level scan per string: a per-character Python loop dominated the orphan scan (8000 shadows).
-_SURROGATE: Final = re.compile("[\ud800-\udfff]")
-
-
-def _has_surrogate(text: str) -> bool:
-    return _SURROGATE.search(text) is not None
-
-
 def load_object(text: str, what: str) -> JSONObject:
     """Decode `text` as one JSON object, rejecting anything two decoders could read differently."""
     try:
@@ -60,7 +50,7 @@ def load_object(text: str, what: str) -> JSONObject:
             reasons.MALFORMED_JSON, f"{what} is not valid JSON: {exc}", document=what
         ) from exc
     walked = _walk(value, what)
-    if any(isinstance(v, str) and _has_surrogate(v) for v in walked):
+    if any(isinstance(v, str) and rawjson.has_surrogate(v) for v in walked):
         raise ContractError(
             reasons.INVALID_ENCODING,
             f"{what} contains an unpaired UTF-16 surrogate escape; write valid Unicode text",

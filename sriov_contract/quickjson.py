@@ -105,6 +105,11 @@ def _unusual(value: object) -> object:
     raise _Unusual
 
 
+# json's C quoting of one string as ASCII (what json.dumps(text) writes), for callers that
+# serialise strings one at a time.
+quote = _json.encode_basestring_ascii
+
+
 def dumps(
     value: object,
     *,
@@ -112,16 +117,20 @@ def dumps(
     ensure_ascii: bool = True,
     sort_keys: bool = False,
     separators: tuple[str, str] | None = None,
+    default: "Callable[[Any], object] | None" = None,
 ) -> str:
-    """json.dumps(value, ...) for these options: the same text, or the same exception."""
+    """json.dumps(value, ...) for these options: the same text, or the same exception (an
+    exception of `default`'s own that is not a TypeError or ValueError passes straight through)."""
     try:
         if indent is None:
             item, key = separators or (", ", ": ")
-            quote = _json.encode_basestring_ascii if ensure_ascii else _json.encode_basestring
+            quoted = quote if ensure_ascii else _json.encode_basestring
             # json.dumps runs this same C encoder whenever indent is None (markers: its circular check).
-            encode = _json.make_encoder({}, _unusual, quote, None, key, item, sort_keys, False, True)
+            encode = _json.make_encoder(
+                {}, default or _unusual, quoted, None, key, item, sort_keys, False, True
+            )
             return "".join(encode(value, 0))
-        if ensure_ascii and not sort_keys and separators is None:
+        if ensure_ascii and not sort_keys and separators is None and default is None:
             out: list[str] = []
             _encode(value, out, indent, 0)
             return "".join(out)
@@ -132,7 +141,12 @@ def dumps(
     import json  # noqa: PLC0415 - a value or option only the full encoder handles
 
     return json.dumps(
-        value, indent=indent, ensure_ascii=ensure_ascii, sort_keys=sort_keys, separators=separators
+        value,
+        indent=indent,
+        ensure_ascii=ensure_ascii,
+        sort_keys=sort_keys,
+        separators=separators,
+        default=default,
     )
 
 
@@ -144,7 +158,7 @@ def _float(value: float) -> str:
 def _encode(value: object, out: list[str], indent: int, level: int) -> None:
     """json's pure-Python indenting encoder, for JSON-shaped values with string keys."""
     if isinstance(value, str):
-        out.append(_json.encode_basestring_ascii(value))
+        out.append(quote(value))
     elif value is None:
         out.append("null")
     elif value is True:
@@ -158,7 +172,7 @@ def _encode(value: object, out: list[str], indent: int, level: int) -> None:
     elif isinstance(value, dict):
         if any(not isinstance(k, str) for k in value):
             raise _Unusual
-        pairs = [(_json.encode_basestring_ascii(k) + ": ", v) for k, v in value.items()]
+        pairs = [(quote(k) + ": ", v) for k, v in value.items()]
         _container(pairs, "{}", out, indent, level)
     elif isinstance(value, list | tuple):
         _container([("", v) for v in value], "[]", out, indent, level)

@@ -117,13 +117,19 @@ def _check_depth(value: JsonValue) -> None:
         stack.extend((child, depth + 1) for child in children)
 
 
-def _string(s: str) -> str:
-    # A lone surrogate (from a "\ud800" escape) cannot be written as UTF-8; keep it escaped.
+def has_surrogate(text: str) -> bool:
+    """A lone UTF-16 surrogate (from a "\ud800" escape), which UTF-8 cannot carry: one C-level
+    pass per string (the orphan scan checks 8000 shadows'), and no `re` on the CNI path."""
     try:
-        s.encode()
+        text.encode()
     except UnicodeEncodeError:
-        return quickjson.dumps(s)
-    return quickjson.dumps(s, ensure_ascii=False)
+        return True
+    return False
+
+
+def _string(s: str) -> str:
+    # A lone surrogate cannot be written as UTF-8; keep it escaped.
+    return quickjson.dumps(s, ensure_ascii=has_surrogate(s))
 
 
 def dumps(value: JsonValue) -> str:

@@ -6,8 +6,6 @@ numbers (from our own runtime arguments); both serialize to their exact text.
 
 from __future__ import annotations
 
-import _json
-
 from sriov_contract import quickjson
 from sriov_contract.rawjson import RawNumber
 
@@ -15,8 +13,6 @@ TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI s
 
 if TYPE_CHECKING:
     from typing import Any
-
-_quote = _json.encode_basestring_ascii
 
 
 class _NotPlain(Exception):
@@ -44,18 +40,15 @@ def _number(value: Any) -> Any:
 def dumps_sorted(value: Any) -> str:
     """One pass of json's C encoder when every number can be written by it (what configs
     hold: 1500, true, 0.5); otherwise the walk below, which writes each RawNumber's own text."""
-    # What json.dumps(value, sort_keys=True, separators=(",", ":"), default=_number) runs, without
-    # loading `json`; the markers dict (its circular-reference check) is fresh per call.
-    encode = _json.make_encoder({}, _number, _quote, None, ":", ",", True, False, True)
     try:
-        return "".join(encode(value, 0))
+        return quickjson.dumps(value, sort_keys=True, separators=(",", ":"), default=_number)
     except _NotPlain:
         return _walk(value)
 
 
 def _walk(value: Any) -> str:
     if isinstance(value, str):
-        return _quote(value)  # what quickjson.dumps(value) runs, without its calls per string
+        return quickjson.quote(value)  # what quickjson.dumps(value) writes, without its set-up
     if isinstance(value, dict):
         return "{" + ",".join(f"{_key(k)}:{_walk(value[k])}" for k in sorted(value)) + "}"
     if isinstance(value, list | tuple):
@@ -66,7 +59,7 @@ def _walk(value: Any) -> str:
 
 
 def _key(key: Any) -> str:
-    return _quote(key) if isinstance(key, str) else quickjson.dumps(key)
+    return quickjson.quote(key) if isinstance(key, str) else quickjson.dumps(key)
 
 
 def plain(value: Any) -> Any:

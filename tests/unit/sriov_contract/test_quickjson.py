@@ -133,3 +133,22 @@ def test_the_forward_path_imports_neither_json_nor_socket():
         [sys.executable, "-S", "-c", probe], capture_output=True, text=True, check=True, cwd="."
     )
     assert out.stdout.strip() == "[]"
+
+
+class _Opaque:
+    pass
+
+
+def _as_text(value: object) -> object:
+    if isinstance(value, _Opaque):
+        return "opaque"
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+@given(values, st.booleans())
+def test_a_default_hook_writes_what_json_writes(value, sort_keys):
+    doc = {"v": value, "o": _Opaque()}
+    options: dict[str, Any] = {"sort_keys": sort_keys, "separators": (",", ":"), "default": _as_text}
+    assert quickjson.dumps(doc, **options) == json.dumps(doc, **options)
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        quickjson.dumps({"x": object()}, default=_as_text)
