@@ -10,7 +10,6 @@ Standard library only: the CNI shim imports this on its hot path.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 
 from sriov_contract import rawjson
@@ -23,7 +22,11 @@ NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 
 # Multus switches to JSON as soon as any of these characters appears anywhere in the value.
 _JSON_MARKERS = frozenset('[{"')
-_DNS_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?")
+# [a-z0-9]([-a-z0-9]*[a-z0-9])? and 0|[1-9][0-9]{0,2}, spelled out: `re` (with the `enum` it
+# imports) would be the heaviest import of a thin ADD, which parses every selection.
+_DIGITS = frozenset("0123456789")
+_DNS_ENDS = _DIGITS | frozenset("abcdefghijklmnopqrstuvwxyz")
+_DNS_CHARS = _DNS_ENDS | {"-"}
 _IFNAME_FORBIDDEN = frozenset(" \t\n\v\f\r/")
 _IFNAMSIZ = 16
 # Go's strings.TrimSpace set (unicode.IsSpace), which differs from str.strip() at \x1c-\x1f.
@@ -138,7 +141,7 @@ def _parse_shorthand(item: str, default_namespace: str) -> NetworkSelection:
     name = at[0].strip(_GO_SPACE)
     interface = at[1].strip(_GO_SPACE) if len(at) == 2 else ""
     for part in (namespace, name):
-        if part and not _DNS_LABEL.fullmatch(part):
+        if part and not _is_dns_label(part):
             raise _error(
                 item,
                 f"{part!r} must be lower case alphanumeric or '-', starting and ending alphanumeric",
@@ -335,7 +338,13 @@ _MAC_FORMS = tuple(
 )
 
 
+def _is_dns_label(text: str) -> bool:
+    return text[0] in _DNS_ENDS and text[-1] in _DNS_ENDS and _DNS_CHARS.issuperset(text)
+
+
 def _is_go_mac(text: str) -> bool:
+    import re  # noqa: PLC0415 - only a selection that gives a MAC pays for it
+
     return any(re.fullmatch(form, text) for form in _MAC_FORMS)
 
 
@@ -352,13 +361,14 @@ def _is_go_ip(text: str) -> bool:
     return True
 
 
-_PREFIX_LEN = re.compile(r"0|[1-9][0-9]{0,2}")
+def _is_prefix_len(text: str) -> bool:
+    return text == "0" or (0 < len(text) <= 3 and text[0] != "0" and _DIGITS.issuperset(text))
 
 
 def _is_go_cidr(text: str) -> bool:
     import ipaddress  # noqa: PLC0415 - only addresses and routes need it, not every start
 
     addr, _, prefix = text.partition("/")
-    if not _is_go_ip(addr) or _PREFIX_LEN.fullmatch(prefix) is None:
+    if not _is_go_ip(addr) or not _is_prefix_len(prefix):
         return False
     return int(prefix) <= ipaddress.ip_address(addr).max_prefixlen

@@ -2,16 +2,20 @@
 
 It speaks HTTP/1.1 over one kept-alive (TLS) socket itself: `http.client` pulls in the
 `email` package, which alone costs more start-up time than the rest of an ADD's imports.
+For the same reason it drives the C layers `_socket` and `_ssl` directly: the `socket` and
+`ssl` modules wrap exactly these objects, but their own import (enum conversions of every
+constant, `base64` and `re`, `selectors`) costs about 8 ms of each thin ADD, which uses none of
+it. Host names are verified by OpenSSL either way (check_hostname on the context).
 Every request has a short timeout so a slow API server fails the CNI call visibly inside the
 runtime's budget instead of hanging it.
 """
 
 from __future__ import annotations
 
+import _socket
+import _ssl
+import io
 import os
-import socket
-import ssl
-from collections.abc import Mapping
 
 from cni_shim.errors import KubeApiError
 from cni_shim.kube.kubeconfig import Connection, split_server
@@ -21,7 +25,11 @@ from sriov_contract import quickjson
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 
 if TYPE_CHECKING:
-    from typing import Any, BinaryIO
+    import ssl
+    from collections.abc import Callable, Mapping
+    from typing import Any, BinaryIO, TypeVar
+
+    _Context = TypeVar("_Context", bound=_ssl._SSLContext)
 
 # A Pod or NAD is far below this; a bigger answer is refused rather than buffered.
 MAX_BODY = 32 * 1024 * 1024
@@ -32,18 +40,20 @@ class _ProtocolError(Exception):
     pass
 
 
-def ssl_context(conn: Connection) -> ssl.SSLContext:
-    """The TLS settings of a connection (CA, client certificate, insecure), for any HTTP client."""
-    ctx = ssl.create_default_context(
-        cafile=conn.ca_file or None, cadata=conn.ca_data.decode() if conn.ca_data else None
-    )
+def configure_tls(ctx: _Context, conn: Connection) -> _Context:
+    """Give a client context (PROTOCOL_TLS_CLIENT: hostname check and CERT_REQUIRED on) a
+    connection's TLS settings: its CA (else the system's), client certificate, insecure."""
+    if conn.ca_file or conn.ca_data:
+        ctx.load_verify_locations(conn.ca_file or None, None, conn.ca_data.decode() if conn.ca_data else None)
+    else:
+        ctx.set_default_verify_paths()
     if conn.insecure:
         ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
+        ctx.verify_mode = _ssl.CERT_NONE
     if conn.cert_data or conn.key_data:
         import tempfile  # noqa: PLC0415 - only inline key material needs it
 
-        # ssl only loads key material from files; keep them in a private directory briefly.
+        # OpenSSL loads key material only from files; keep them in a private directory briefly.
         with tempfile.TemporaryDirectory(prefix="cni-shim-") as tmp:
             cert = os.path.join(tmp, "cert.pem")
             key = os.path.join(tmp, "key.pem")
@@ -60,13 +70,63 @@ def ssl_context(conn: Connection) -> ssl.SSLContext:
     return ctx
 
 
+def ssl_context(conn: Connection) -> ssl.SSLContext:
+    """The connection's TLS settings as an `ssl` context, for clients built on that module (urllib3)."""
+    import ssl  # noqa: PLC0415 - the daemon's HTTP pool only; this client needs the C layer alone
+
+    return configure_tls(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), conn)
+
+
 def _read(path: str) -> bytes:
     with open(path, "rb") as fh:
         return fh.read()
 
 
-def _ascii(name: str) -> str | bytes:
-    return name.encode() if name.isascii() else name
+def _ascii(name: str) -> str:
+    # The `idna` codec (with unicodedata) costs more than a lookup; an ASCII name is its own encoding.
+    return name if name.isascii() else name.encode("idna").decode("ascii")
+
+
+class _Socket(_socket.socket):
+    """A socket a TLS object can refer to: it holds its socket by a weak reference."""
+
+    __slots__ = ("__weakref__",)
+
+
+def _tcp(host: str, port: int, timeout: float) -> _socket.socket:
+    """A connected TCP socket to the first address of `host` that answers, as socket.create_connection."""
+    error: OSError | None = None
+    for family, kind, proto, _name, address in _socket.getaddrinfo(
+        host.encode("ascii"), port, 0, _socket.SOCK_STREAM
+    ):
+        sock = _Socket(family, kind, proto)
+        try:
+            sock.settimeout(timeout)
+            # One request is one write, so Nagle only delays it (Go's clients set this too).
+            sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
+            sock.connect(address)
+        except OSError as exc:
+            sock.close()
+            error = exc
+            continue
+        return sock
+    raise error or OSError(f"getaddrinfo returned no address for {host}")
+
+
+class _Reads(io.RawIOBase):
+    """The bytes a socket, or the TLS connection over it, receives: for io.BufferedReader."""
+
+    def __init__(self, sock: _socket.socket, tls: Any) -> None:
+        self._sock = sock
+        self._tls = tls
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._tls is None:
+            return self._sock.recv_into(buffer)
+        return int(self._tls.read(len(buffer), buffer))
 
 
 def _line(stream: BinaryIO) -> bytes:
@@ -126,34 +186,46 @@ class KubeClient:
         self._conn = conn
         self._timeout = timeout
         self._agent = user_agent
-        self._ctx: ssl.SSLContext | None = None
-        self._sock: socket.socket | None = None
+        self._ctx: _ssl._SSLContext | None = None
+        self._sock: _socket.socket | None = None
+        self._send: Callable[[memoryview], int] | None = None
         self._stream: BinaryIO | None = None
 
     def sibling(self) -> KubeClient:
         """A client of the same server on a connection of its own, sharing the TLS settings (so
         its handshake does not load the certificates again)."""
         if self._https and self._ctx is None:
-            self._ctx = ssl_context(self._conn)
+            self._ctx = self._tls()
         other = KubeClient(self._conn, self._timeout, self._agent)
         other._ctx = self._ctx
         return other
 
+    def _tls(self) -> _ssl._SSLContext:
+        return configure_tls(_ssl._SSLContext(_ssl.PROTOCOL_TLS_CLIENT), self._conn)
+
     def _connect(self) -> BinaryIO:
         if self._stream is None:
-            # getaddrinfo and ssl encode a str host name with the `idna` codec, whose import (with
-            # unicodedata) costs more than the lookup; an ASCII name is its own encoding, so only
-            # other names pay for that.
-            address = (_ascii(self._host), self._port)
-            sock = socket.create_connection(address, timeout=self._timeout)  # type: ignore[arg-type]  # bytes work
+            sock = _tcp(_ascii(self._host), self._port, self._timeout)
+            tls = None
             if self._https:
                 if self._ctx is None:
-                    self._ctx = ssl_context(self._conn)
-                name = _ascii(self._conn.tls_server_name or self._host)
-                sock = self._ctx.wrap_socket(sock, server_hostname=name)
+                    self._ctx = self._tls()
+                # What SSLContext.wrap_socket does underneath; the TLS object holds the socket
+                # only weakly, and self._sock keeps it.
+                tls = self._ctx._wrap_socket(  # type: ignore[attr-defined]  # the stub omits it
+                    sock, False, _ascii(self._conn.tls_server_name or self._host)
+                )
+                tls.do_handshake()
             self._sock = sock
-            self._stream = sock.makefile("rb")
+            self._send = sock.send if tls is None else tls.write
+            self._stream = io.BufferedReader(_Reads(sock, tls))
         return self._stream
+
+    def _sendall(self, data: bytes) -> None:
+        assert self._send is not None
+        view = memoryview(data)
+        while view:
+            view = view[self._send(view) :]
 
     def _token(self) -> str:
         token = self._conn.token
@@ -187,8 +259,7 @@ class KubeClient:
             reused = self._stream is not None
             try:
                 stream = self._connect()
-                assert self._sock is not None
-                self._sock.sendall(message)
+                self._sendall(message)
                 status, headers, data = read_response(stream)
             except (OSError, _ProtocolError, ValueError) as exc:
                 self.close()
@@ -208,6 +279,7 @@ class KubeClient:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
+        self._send = None
 
     def _get(self, path: str, what: str) -> dict[str, Any] | None:
         status, data = self.request("GET", path)
