@@ -90,3 +90,20 @@ class KubeApiError(CniError):
     @property
     def status(self) -> int:
         return int(self.details["status"])
+
+
+class RemoteError(CniError):
+    """CNI error JSON from elsewhere (cni-shim-daemon's answer), carried to the runtime as it is."""
+
+    def __init__(self, doc: dict[str, object]) -> None:
+        code = doc.get("code")
+        super().__init__(
+            reasons.DAEMON_REPORTED_ERROR,
+            str(doc.get("msg")),
+            code if isinstance(code, int) else INTERNAL,
+            str(doc.get("details") or ""),
+        )
+        self.doc = doc
+
+    def to_json(self, cni_version: str) -> dict[str, object]:
+        return self.doc

@@ -6,8 +6,6 @@ The rules are the ones fixtures/README.md specifies, so Go and Python agree byte
 
 from __future__ import annotations
 
-import re
-
 from sriov_contract import reasons
 from sriov_contract.errors import ContractError
 from sriov_contract.record import Record
@@ -15,6 +13,7 @@ from sriov_contract.record import Record
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Final
 
 DNS_SUBDOMAIN_MAX: Final = 253
@@ -37,56 +36,95 @@ def _fail(reason: str, field: str, value: object, rule: str) -> ContractError:
 class _Syntax(Record):
     """A validator that returns its input unchanged or names the field and the rule it broke."""
 
-    pattern: re.Pattern[str]
+    matches: Callable[[str], bool]
     reason: str
     rule: str
     default_field: str
 
     def __call__(self, value: str, field: str | None = None) -> str:
-        if not self.pattern.fullmatch(value):
+        if not self.matches(value):
             raise _fail(self.reason, field or self.default_field, value, self.rule)
         return value
 
 
-_LABEL = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
-# Kubernetes bounds only the whole subdomain, not each dot-separated part.
-_PART = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
+# The rules are regular languages (fixtures/README.md gives them as patterns); they are checked
+# here character by character because `re`, with the `enum` it imports, would be the heaviest
+# module of a thin ADD that guards a managed shadow.
+_HEX: Final = frozenset("0123456789abcdef")
+_LOWER_ALNUM: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+_LABEL_CHARS: Final = _LOWER_ALNUM | {"-"}
+_VISIBLE_ASCII: Final = frozenset(chr(c) for c in range(0x21, 0x7F))
+
+
+def is_lower_hex(text: str, size: int) -> bool:
+    """Exactly `size` lowercase hexadecimal characters: [0-9a-f]{size}."""
+    return len(text) == size and _HEX.issuperset(text)
+
+
+def _is_uuid(text: str) -> bool:
+    # [0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}
+    parts = text.split("-")
+    return [len(p) for p in parts] == [8, 4, 4, 4, 12] and all(_HEX.issuperset(p) for p in parts)
+
+
+def _is_label_part(text: str) -> bool:
+    # [a-z0-9]([-a-z0-9]*[a-z0-9])?
+    return (
+        bool(text) and text[0] in _LOWER_ALNUM and text[-1] in _LOWER_ALNUM and _LABEL_CHARS.issuperset(text)
+    )
+
+
+def _is_dns_label(text: str) -> bool:
+    return len(text) <= 63 and _is_label_part(text)
+
+
+def _is_dns_subdomain(text: str) -> bool:
+    # Kubernetes bounds only the whole subdomain, not each dot-separated part.
+    return 0 < len(text) <= DNS_SUBDOMAIN_MAX and all(_is_label_part(p) for p in text.split("."))
+
+
+def _is_pci_address(text: str) -> bool:
+    # [0-9a-f]{4}:[0-9a-f]{2}:[01][0-9a-f]\.[0-7]
+    return (
+        len(text) == 12
+        and text[4] == text[7] == ":"
+        and text[10] == "."
+        and _HEX.issuperset(text[0:4] + text[5:7] + text[9])
+        and text[8] in "01"
+        and text[11] in "01234567"
+    )
+
 
 # Kubernetes object UIDs as the API server generates them.
-validate_uid = _Syntax(
-    re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"),
-    reasons.INVALID_UID,
-    "is not a lowercase 36-character UUID",
-    "uid",
-)
+validate_uid = _Syntax(_is_uuid, reasons.INVALID_UID, "is not a lowercase 36-character UUID", "uid")
 # A full digest, always compared byte for byte, never by prefix.
 validate_sha256 = _Syntax(
-    re.compile(r"[0-9a-f]{64}"),
+    lambda text: is_lower_hex(text, 64),
     reasons.INVALID_SHA256,
     "is not 64 lowercase hexadecimal characters",
     "sha256",
 )
 # Namespaces.
 validate_dns_label = _Syntax(
-    re.compile(_LABEL), reasons.INVALID_NAME, "is not an RFC 1123 label (1-63 of a-z, 0-9, '-')", "name"
+    _is_dns_label, reasons.INVALID_NAME, "is not an RFC 1123 label (1-63 of a-z, 0-9, '-')", "name"
 )
 # Node and NAD names.
 validate_dns_subdomain = _Syntax(
-    re.compile(rf"(?=.{{1,{DNS_SUBDOMAIN_MAX}}}\Z){_PART}(?:\.{_PART})*", re.DOTALL),
+    _is_dns_subdomain,
     reasons.INVALID_NAME,
     f"is not an RFC 1123 subdomain (1-{DNS_SUBDOMAIN_MAX} characters)",
     "name",
 )
 # A plain PCI BDF as discovery normalizes it, without a pci: prefix.
 validate_pci_address = _Syntax(
-    re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[01][0-9a-f]\.[0-7]"),
+    _is_pci_address,
     reasons.INVALID_PCI_ADDRESS,
     "is not a lowercase domain:bus:device.function",
     "pciAddress",
 )
-# Opaque to us, but restricted so every JSON encoder writes it identically.
+# Opaque to us, but restricted so every JSON encoder writes it identically: [!-~]{1,128}.
 validate_resource_version = _Syntax(
-    re.compile(r"[!-~]{1,128}"),
+    lambda text: 0 < len(text) <= 128 and _VISIBLE_ASCII.issuperset(text),
     reasons.INVALID_RESOURCE_VERSION,
     "is not 1-128 visible ASCII characters",
     "resourceVersion",

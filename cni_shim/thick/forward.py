@@ -21,8 +21,12 @@ import _socket
 import time
 
 from cni_shim import reasons
-from cni_shim.errors import INTERNAL, TRY_AGAIN_LATER, CniError
 from sriov_contract import quickjson
+
+TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
+
+if TYPE_CHECKING:
+    from cni_shim.errors import CniError
 
 SOCKET_NAME = "cni-shim.sock"
 NOT_READY = 503
@@ -119,13 +123,12 @@ def run(env: dict[str, str], stdin: bytes, where: "Target") -> tuple[int, str, s
         result = forward(env, stdin, where)
         if result is not None and where.cni_version and result.get("cniVersion") != where.cni_version:
             result = _in_version(result, where.cni_version)
-    except CniError as err:
-        return 1, quickjson.dumps(err.to_json(where.cni_version), indent=4), ""
     except Exception as exc:  # the runtime must get CNI error JSON, never a traceback
-        internal = CniError(
-            reasons.INTERNAL_ERROR, f"cni-shim failed unexpectedly: {type(exc).__name__}: {exc}"
-        )
-        return 1, quickjson.dumps(internal.to_json(where.cni_version), indent=4), ""
+        # The error classes load only here: a forwarded request that succeeds never needs them.
+        from cni_shim.errors import CniError  # noqa: PLC0415
+
+        err = exc if isinstance(exc, CniError) else _internal(exc)
+        return 1, quickjson.dumps(err.to_json(where.cni_version), indent=4), ""
     return 0, quickjson.dumps(result, indent=4) if result is not None else "", ""
 
 
@@ -136,7 +139,15 @@ def _in_version(result: dict[str, object], version: str) -> dict[str, object]:
     return results.convert(results.to_current(result, ""), version)
 
 
-def _unavailable(where: "Target", why: str) -> CniError:
+def _internal(exc: Exception) -> "CniError":
+    from cni_shim.errors import CniError  # noqa: PLC0415 - failures only
+
+    return CniError(reasons.INTERNAL_ERROR, f"cni-shim failed unexpectedly: {type(exc).__name__}: {exc}")
+
+
+def _unavailable(where: "Target", why: str) -> "CniError":
+    from cni_shim.errors import TRY_AGAIN_LATER, CniError  # noqa: PLC0415 - failures only
+
     return CniError(
         reasons.DAEMON_UNAVAILABLE,
         f"cni-shim-daemon is not serving {where.path}: {why}; check the cni-shim-daemon Pod on this node",
@@ -213,6 +224,8 @@ def _post(where: "Target", body: bytes) -> tuple[int, bytes]:
     except NotServing:
         raise
     except TimeoutError as exc:
+        from cni_shim.errors import TRY_AGAIN_LATER, CniError  # noqa: PLC0415 - failures only
+
         raise CniError(
             reasons.DAEMON_TIMEOUT,
             f"cni-shim-daemon did not answer within {where.request_timeout:g}s on {where.path}; "
@@ -234,7 +247,9 @@ def _answer(status: int, payload: bytes, command: str, stdin: bytes) -> dict[str
         if isinstance(doc, dict) and isinstance(doc.get("Result"), dict):
             result: dict[str, object] = doc["Result"]
             return result
-    elif status == 400 and isinstance(doc, dict) and doc.get("msg"):
+    from cni_shim.errors import INTERNAL, CniError, RemoteError  # noqa: PLC0415 - failures only
+
+    if status == 400 and isinstance(doc, dict) and doc.get("msg"):
         raise RemoteError(_as_multus_shim(doc, command, stdin))
     raise CniError(
         reasons.DAEMON_PROTOCOL_ERROR,
@@ -258,20 +273,3 @@ def _as_multus_shim(doc: dict[str, object], command: str, stdin: bytes) -> dict[
         f"StdinData: {stdin.decode(errors='replace')}"
     )
     return {**doc, "msg": msg}
-
-
-class RemoteError(CniError):
-    """The daemon's CNI error JSON, carried to the runtime as it is (its msg behind the shim's context)."""
-
-    def __init__(self, doc: dict[str, object]) -> None:
-        code = doc.get("code")
-        super().__init__(
-            reasons.DAEMON_REPORTED_ERROR,
-            str(doc.get("msg")),
-            code if isinstance(code, int) else INTERNAL,
-            str(doc.get("details") or ""),
-        )
-        self.doc = doc
-
-    def to_json(self, cni_version: str) -> dict[str, object]:
-        return self.doc

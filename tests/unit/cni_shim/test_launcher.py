@@ -84,8 +84,8 @@ def test_a_thin_add_loads_no_heavy_module():
 
 
 # What a thin invocation's path still may not load, beyond HEAVY. A DEL (and the forwarding shim)
-# needs neither the API client nor a regular expression; an ADD loads ssl, which brings re and
-# enum with it, but nothing of json's own modules, urllib or ipaddress.
+# needs neither the API client nor a regular expression; an ADD's client drives _ssl and _socket
+# itself, so it loads neither their wrappers (with enum, re, base64) nor json, urllib or ipaddress.
 DEL_PATH = ("cni_shim.main", "cni_shim.thick.forward", "cni_shim.handler", "cni_shim.wiring")
 NOT_ON_DEL = (
     "json",
@@ -100,7 +100,22 @@ NOT_ON_DEL = (
     "socket",
     "ssl",
 )
-NOT_ON_ADD = ("json", "urllib", "ipaddress", "contextlib", "threading")
+NOT_ON_ADD = (
+    "json",
+    "urllib",
+    "ipaddress",
+    "contextlib",
+    "threading",
+    "ssl",
+    "socket",
+    "selectors",
+    "enum",
+    "re",
+    "base64",
+)
+# A forwarded request that succeeds: the shim's few modules, not even the error classes or `os`.
+FORWARD_PATH = ("cni_shim.main", "cni_shim.core.versions", "cni_shim.thick.forward")
+NOT_ON_FORWARD = (*NOT_ON_DEL, "os", "__future__", "cni_shim.errors", "sriov_contract.errors")
 
 
 def _loaded(modules: tuple[str, ...], names: tuple[str, ...]) -> list[str]:
@@ -115,6 +130,10 @@ def _loaded(modules: tuple[str, ...], names: tuple[str, ...]) -> list[str]:
 
 def test_a_thin_del_loads_no_json_regex_or_enum_module():
     assert _loaded(DEL_PATH, NOT_ON_DEL) == []
+
+
+def test_a_forwarded_request_loads_neither_os_nor_the_error_classes():
+    assert _loaded(FORWARD_PATH, NOT_ON_FORWARD) == []
 
 
 def test_a_thin_add_loads_none_of_the_modules_it_spells_out():
