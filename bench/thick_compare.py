@@ -39,6 +39,8 @@ from kubernetes import client
 
 from bench.common import multus_daemon_process, network_namespace, standalone, summary
 from cni_shim import launcher
+from cni_shim.kube import kubeconfig
+from cni_shim.kube.thin_client import KubeClient
 from tests.bed import pki
 from tests.bed.bed import TestBed
 from tests.bed.tools import ToolSet
@@ -527,6 +529,7 @@ def measure(
         # The API server writes an audit event just after answering; let the last ones land.
         time.sleep(1.0)
         daemon_side = {label: _daemon_side(daemon) for label, daemon in daemons.items()}
+        api_floor = api_floor_ms(bed, ns, pod)
     client.CoreV1Api(bed.api_client).delete_namespace(ns)
     latency = {s.label: {**summary(s.samples), **s.per_verb(), **_cpu(s.cpu)} for s in setups}
     for label, peer in PEER.items():
@@ -545,7 +548,29 @@ def measure(
             "multus-shim": startup_ms(bin_dir / "multus-shim"),
         },
         "thin_imports": thin_imports(),
+        "api_floor_ms": api_floor,
     }
+
+
+def api_floor_ms(bed: TestBed, ns: str, pod: str, rounds: int = 40) -> dict[str, dict[str, float]]:
+    """What the two requests every live ADD must make cost on this API server by themselves: a
+    Pod GET and a status PUT that changes an annotation (an unchanged object is not written),
+    one after the other on one kept-alive connection, as a daemon makes them."""
+    client_ = KubeClient(kubeconfig.load(str(bed.kubeconfig)))
+    gets, puts = [], []
+    try:
+        for i in range(rounds):
+            start = time.perf_counter()
+            doc = client_.get_pod(ns, pod)
+            got = time.perf_counter()
+            assert doc is not None
+            doc["metadata"].setdefault("annotations", {})["bench.example/api-floor"] = str(i)
+            client_.replace_pod_status(doc)
+            gets.append((got - start) * 1000)
+            puts.append((time.perf_counter() - got) * 1000)
+    finally:
+        client_.close()
+    return {"pod GET": summary(gets), "status PUT": summary(puts)}
 
 
 def overheads(latency: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, float]]:
@@ -604,6 +629,10 @@ def report(result: Mapping[str, Any]) -> None:
     print("shim process start-up (CNI_COMMAND=VERSION), ms median / p95:")
     for name, s in result["startup_ms"].items():
         print(f"  {name:12s} {s['median']:6.1f} / {s['p95']:6.1f}")
+    if result.get("api_floor_ms"):
+        print("the two requests every live ADD makes, alone on this API server, ms median / p95:")
+        for name, s in result["api_floor_ms"].items():
+            print(f"  {name:12s} {s['median']:6.1f} / {s['p95']:6.1f}")
     imports = result.get("thin_imports")
     if imports:
         print(
