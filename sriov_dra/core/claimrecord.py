@@ -5,7 +5,6 @@ The store that persists it (atomic file writes, locking, roll-back) is sriov_dra
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from collections.abc import Mapping
@@ -67,13 +66,14 @@ def _device_to_json(d: PreparedDevice) -> dict[str, Any]:
         "pciAddress": d.pci_address,
         "cdiDeviceIDs": list(d.cdi_device_ids),
         "originalDriver": d.original_driver,
-        "config": copy.deepcopy(dict(d.config)),
+        # Serialized at once and never kept: no copy needed.
+        "config": dict(d.config),
         "ifName": d.if_name,
         "env": dict(d.env),
         "deviceNodes": list(d.device_nodes),
     }
     if d.managed_binding is not None:
-        out["managedBinding"] = copy.deepcopy(dict(d.managed_binding))
+        out["managedBinding"] = dict(d.managed_binding)
     return out
 
 
@@ -88,9 +88,11 @@ def _claim_to_json(r: ClaimRecord) -> dict[str, Any]:
 
 def encode(records: Mapping[str, ClaimRecord]) -> bytes:
     """Serialize records to checkpoint bytes (deterministic for equal input)."""
-    data = {"claims": {uid: _claim_to_json(r) for uid, r in records.items()}}
-    checksum = hashlib.sha256(_canonical(data)).hexdigest()
-    return _canonical({"version": CHECKPOINT_VERSION, "checksum": checksum, "data": data}) + b"\n"
+    data = _canonical({"claims": {uid: _claim_to_json(r) for uid, r in records.items()}})
+    checksum = hashlib.sha256(data).hexdigest()
+    # The canonical form of the whole document, its keys in sorted order, without serializing the
+    # payload a second time (every checkpoint write encodes every claim).
+    return b'{"checksum":"%s","data":%s,"version":%d}\n' % (checksum.encode(), data, CHECKPOINT_VERSION)
 
 
 def _corrupt(path: str, why: str) -> CheckpointError:
