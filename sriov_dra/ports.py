@@ -67,7 +67,9 @@ class ShadowLister(Protocol):
 @runtime_checkable
 class PodLister(Protocol):
     def list_node_pods(self, node_name: str) -> Iterable[dict[str, Any]]:
-        """The Pods bound to this node as one consistent listing, possibly streamed."""
+        """The Pods bound to this node as one consistent listing, possibly streamed: selected by
+        spec.nodeName on the API server, so each is on this node; their metadata at least (a
+        lister may leave out spec and status, which no caller reads)."""
 
 
 @runtime_checkable

@@ -13,8 +13,10 @@ API/finalizer work remains). Release never goes backwards from ReleaseComplete.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any, Final
 
 from sriov_contract.binding import Binding, SourceRef
@@ -132,11 +134,14 @@ def _field(obj: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
     return value
 
 
+# Decoded bindings kept: a node's worth (a repair pass decodes every binding on every pass).
+_DECODED_BINDINGS: Final = 16384
+
+
 def record_of(claim: ClaimRecord, device: PreparedDevice) -> BindingRecord:
     """Decode one device's managed binding; a device without one is a migration condition."""
-    where = f"claim {claim.namespace}/{claim.name} ({claim.claim_uid}) device {device.device}"
-    raw = device.managed_binding
-    if raw is None:
+    if device.managed_binding is None:
+        where = f"claim {claim.namespace}/{claim.name} ({claim.claim_uid}) device {device.device}"
         raise BindingRecordError(
             reasons.MANAGED_BINDING_MISSING,
             f"{where} was prepared without a managed network binding (before --multus-auto-attach was "
@@ -144,6 +149,16 @@ def record_of(claim: ClaimRecord, device: PreparedDevice) -> BindingRecord:
             "and recreate the Pod",
             claim_uid=claim.claim_uid,
         )
+    # Everything the decoding reads, as one canonical text: equal text, equal record.
+    inputs = [claim.namespace, claim.name, claim.claim_uid, claim.pod_uid]
+    inputs += [device.device, device.pool, device.pci_address, device.managed_binding]
+    return _decoded(json.dumps(inputs, sort_keys=True, separators=(",", ":")))
+
+
+@lru_cache(maxsize=_DECODED_BINDINGS)
+def _decoded(inputs: str) -> BindingRecord:
+    namespace, name, claim_uid, pod_uid, device_name, pool, pci_address, raw = json.loads(inputs)
+    where = f"claim {namespace}/{name} ({claim_uid}) device {device_name}"
     source = _field(raw, "source", dict, where)
     try:
         record = BindingRecord(
@@ -151,18 +166,18 @@ def record_of(claim: ClaimRecord, device: PreparedDevice) -> BindingRecord:
             identity=BindingIdentity(
                 PROTOCOL_VERSION,
                 _field(raw, "nodeUID", str, where),
-                claim.pod_uid,
-                claim.claim_uid,
+                pod_uid,
+                claim_uid,
                 DRIVER_NAME,
-                device.pool,
-                device.device,
+                pool,
+                device_name,
             ),
             node_name=_field(raw, "nodeName", str, where),
             pod_namespace=_field(raw, "podNamespace", str, where),
             pod_name=_field(raw, "podName", str, where),
             plan_index=_field(raw, "planIndex", int, where),
             interface=_field(raw, "interface", str, where),
-            pci_address=device.pci_address,
+            pci_address=pci_address,
             source=SourceRef(
                 _field(source, "namespace", str, where),
                 _field(source, "name", str, where),
@@ -181,11 +196,11 @@ def record_of(claim: ClaimRecord, device: PreparedDevice) -> BindingRecord:
         ("attachmentID", raw.get("attachmentID") == record.attachment_id),
         ("configSHA256", raw.get("configSHA256") == record.config_sha256),
     )
-    for name, ok in checks:
+    for field, ok in checks:
         if not ok:
             raise BindingRecordError(
                 reasons.CORRUPT_MANAGED_BINDING,
-                f"{where}: recorded {name} does not match the rest of the record; the checkpoint was "
+                f"{where}: recorded {field} does not match the rest of the record; the checkpoint was "
                 "not changed. Drain the node and inspect it",
             )
     return record

@@ -34,9 +34,10 @@ HEALTHY: Final = ""
 class PassListing:
     """One pass's reads; a part is None when its listing was not made or failed."""
 
-    shadows: ShadowIndex | None
+    shadows: ShadowIndex | None = None
     pods: Mapping[str, Mapping[str, Any]] | None = None
-    """This node's Pods by UID."""
+    """This node's Pods by UID, as the API server selected them by spec.nodeName (so a listed Pod
+    is on this node), possibly metadata only."""
     claims: Mapping[str, Mapping[str, Any]] | None = None
     """ResourceClaims by UID."""
     node_uid: str | None = None
@@ -66,7 +67,7 @@ def own_bindings(listing: PassListing, record: ClaimRecord) -> list[BindingRecor
     return [b for b in pod if b.identity.claim_uid == record.claim_uid]
 
 
-def drift(record: ClaimRecord, listing: PassListing, *, node_name: str, node_uid: str) -> str:
+def drift(record: ClaimRecord, listing: PassListing, *, node_uid: str) -> str:
     """HEALTHY, or why `record` (the checkpoint's record now) takes the live path. Only for records
     with managed bindings: an unmanaged one has nothing to repair."""
     phases = phases_of(record)
@@ -88,8 +89,8 @@ def drift(record: ClaimRecord, listing: PassListing, *, node_name: str, node_uid
     meta = pod.get("metadata") or {}
     if meta.get("deletionTimestamp"):
         return "its Pod is terminating"
-    if (pod.get("spec") or {}).get("nodeName") != node_name:
-        return "its Pod is on another node"
+    # Its node is not checked here: the listing's field selector did that on the API server, and
+    # the spec it would be read from may not be listed at all.
     bindings = own_bindings(listing, record)
     if not bindings:
         return "its record is unreadable, or newer than this pass"

@@ -12,7 +12,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from functools import lru_cache
+from typing import Any, Final, TypeAlias
 
 from sriov_contract.errors import ReasonedError
 from sriov_contract.keys import BINDING_ANNOTATION, PROTECTION_FINALIZER, shadow_labels
@@ -76,14 +77,25 @@ def converged(listed: ListedShadow | None, record: BindingRecord) -> bool:
         return False
     if listed.pod_owner_uids != (record.identity.pod_uid,):
         return False
-    labels = dict(listed.labels)
-    expected_labels = shadow_labels(
-        record.identity.pod_uid, record.identity.claim_uid, record.identity.node_uid
-    )
-    if any(labels.get(k) != v for k, v in expected_labels.items()):
-        return False
-    try:
-        expected_text = record.binding().to_json()
-    except ReasonedError:
+    expected = _expected(record)
+    if expected is None:
         return False  # an invalid record: the strict path reports it
-    return listed.binding_text == expected_text and listed.config_digest == _digest(record.config)
+    labels, text, digest = expected
+    return labels.issubset(listed.labels) and listed.binding_text == text and listed.config_digest == digest
+
+
+# Expectations kept: a node's worth of bindings (a repair pass checks each on every pass, and
+# decoding hands it the same record object while the checkpoint is unchanged).
+_EXPECTED_SHADOWS: Final = 16384
+
+
+@lru_cache(maxsize=_EXPECTED_SHADOWS)
+def _expected(record: BindingRecord) -> tuple[frozenset[tuple[str, str]], str, str | None] | None:
+    """Our labels (others may add more), the binding text and the config digest of the shadow the
+    driver writes for `record`; None for an invalid record."""
+    labels = shadow_labels(record.identity.pod_uid, record.identity.claim_uid, record.identity.node_uid)
+    try:
+        text = record.binding().to_json()
+    except ReasonedError:
+        return None
+    return frozenset(labels.items()), text, _digest(record.config)

@@ -29,6 +29,8 @@ REQUEST_TIMEOUT_S: Final = 15.0
 # Bytes read from a streamed list response at a time: what our side holds of a list, whatever
 # its length, is this plus the item being looked at (a shadow is about 2.3 KiB of JSON).
 STREAM_CHUNK: Final = 256 * 1024
+# A list's items as PartialObjectMetadata, or else the full objects.
+METADATA_LIST: Final = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 
 
 def _items(result: Any) -> list[dict[str, Any]]:
@@ -77,10 +79,11 @@ def _send(
     content_type: str = "application/json",
     query: list[tuple[str, str]] | None = None,
     reason: str | None = None,
+    accept: str = "application/json",
 ) -> Any:
     """One raw API call; returns the response with its body still unread. A transport failure
     becomes an ApiError with status 0: outcome unknown. `reason` as for api_error."""
-    headers = {"Accept": "application/json", "Content-Type": content_type}
+    headers = {"Accept": accept, "Content-Type": content_type}
     m, url, hdrs, data, _ = api.param_serialize(
         method, path, query_params=query, header_params=headers, body=body, auth_settings=["BearerToken"]
     )
@@ -234,7 +237,11 @@ def stream_items(chunks: Iterable[bytes], key: str = "items") -> Iterator[Any]:
 
 
 def list_streamed(
-    api: client.ApiClient, path: str, what: str, query: list[tuple[str, str]]
+    api: client.ApiClient,
+    path: str,
+    what: str,
+    query: list[tuple[str, str]],
+    accept: str = "application/json",
 ) -> Iterator[dict[str, Any]]:
     """Every item of one list request as API JSON, decoded while the response streams in.
 
@@ -244,7 +251,7 @@ def list_streamed(
     bounded all the same, because no more than a chunk of the response is held at a time. The
     request goes out now and the items are read as the caller iterates, so whatever the caller
     does in between overlaps the API server's work."""
-    resp = _send(api, "GET", path, what, query=query)
+    resp = _send(api, "GET", path, what, query=query, accept=accept)
     if resp.status >= 400:
         raise _failure(resp.status, _read(resp, "GET", what), "GET", what)
     return _items_of(resp, what)
@@ -284,11 +291,15 @@ class KubePods:
         return _json_patch(self._api, path, f"Pod {namespace}/{name}", ops)
 
     def list_node_pods(self, node_name: str) -> Iterator[dict[str, Any]]:
+        """Metadata only where the API server can (a PartialObjectMetadataList: less than half the
+        bytes to encode and decode), the full Pods where it cannot: content negotiation falls back
+        to the second type, and either serves the repair pass, which reads only metadata."""
         return list_streamed(
             self._api,
             "/api/v1/pods",
             f"Pods on {node_name}",
             [("fieldSelector", f"spec.nodeName={node_name}")],
+            accept=METADATA_LIST,
         )
 
 

@@ -18,7 +18,6 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from functools import partial
 from typing import Any, Final, TypeVar
 
@@ -77,6 +76,14 @@ RELEASED: Final = "Released"
 SHADOW_WORKERS: Final = 8
 # The operation a failed status.devices write is reported under (events, metrics).
 DEVICE_STATUS: Final = "device-status"
+
+# What each of a pass's reads lists, for its warning when it fails.
+_LISTED: Final = {
+    "shadows": "this node's shadows",
+    "pods": "this node's Pods",
+    "claims": "the ResourceClaims",
+    "node_uid": "the Node",
+}
 
 _T = TypeVar("_T")
 
@@ -146,25 +153,25 @@ class ManagedPreparer:
         beside what the pass's checkpoint `records` (by default a fresh snapshot) expect of them.
 
         Each is one consistent read (no resourceVersion); one that is not configured or fails is
-        left out, and every claim then takes the live path as it would without it.
+        left out, and every claim then takes the live path as it would without it. The reads run
+        at once, each on its own thread, and the records are decoded meanwhile: what the API
+        server spends on one listing overlaps our decoding of the others.
         """
         if records is None:
             records = self._checkpoint.snapshot_all()
-        listing = PassListing(shadows=None, ready=ready_bindings(records))
         shadows, pods, claims = self._shadow_lister, self._pod_lister, self._claim_lister
+        reads: dict[str, Callable[[], Any]] = {}
         if shadows is not None:
-            index = _listed(
-                "this node's shadows", lambda: index_shadows(shadows.list_shadows(self._node_uid))
-            )
-            listing = replace(listing, shadows=index)
+            reads["shadows"] = lambda: index_shadows(shadows.list_shadows(self._node_uid))
         if pods is not None and claims is not None:
-            listing = replace(
-                listing,
-                pods=_listed("this node's Pods", lambda: by_uid(pods.list_node_pods(self._node_name))),
-                claims=_listed("the ResourceClaims", lambda: by_uid(claims.list_claims())),
-                node_uid=_listed("the Node", self._resolver.live_node_uid),
-            )
-        return listing
+            reads["pods"] = lambda: by_uid(pods.list_node_pods(self._node_name))
+            reads["claims"] = lambda: by_uid(claims.list_claims())
+            reads["node_uid"] = self._resolver.live_node_uid
+        with ThreadPoolExecutor(max(1, len(reads)), thread_name_prefix="pass-list") as pool:
+            pending = {key: pool.submit(_listed, _LISTED[key], read) for key, read in reads.items()}
+            ready = ready_bindings(records)
+            listed = {key: future.result() for key, future in pending.items()}
+        return PassListing(ready=ready, **listed)
 
     def repair_claim(
         self, claim_uid: str, listed: PassListing | None = None, *, recorded: ClaimRecord | None = None
@@ -205,7 +212,7 @@ class ManagedPreparer:
 
     def _healthy(self, recorded: ClaimRecord, listed: PassListing) -> bool:
         """Nothing the live path would write: the listed objects and the claim's status.devices."""
-        why = drift(recorded, listed, node_name=self._node_name, node_uid=self._node_uid)
+        why = drift(recorded, listed, node_uid=self._node_uid)
         if why == HEALTHY and self._device_status is not None:
             claim = (listed.claims or {})[recorded.claim_uid]  # drift has seen both
             pod = (listed.pods or {})[recorded.pod_uid]

@@ -171,7 +171,12 @@ class FakeApi:
         return self._call("patch", "nads", name, lambda: self._patch("nads", namespace, name, ops))
 
     def list_node_pods(self, node_name: str) -> list[Obj]:
-        return self._list("pods", lambda o: (o.get("spec") or {}).get("nodeName") == node_name)
+        """Metadata only, as the real lister asks the API server for."""
+        pods = self._list("pods", lambda o: (o.get("spec") or {}).get("nodeName") == node_name)
+        return [
+            {"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": p["metadata"]}
+            for p in pods
+        ]
 
     def list_claims(self) -> list[Obj]:
         return self._list("claims", lambda o: True)

@@ -74,7 +74,7 @@ def _listing() -> PassListing:
 
 def _drift(listing: PassListing, record: ClaimRecord = RECORDED) -> str:
     """`record` as the checkpoint holds it now, against a pass that began with RECORDED."""
-    return drift(record, listing, node_name=NODE, node_uid=NODE_UID)
+    return drift(record, listing, node_uid=NODE_UID)
 
 
 def _edit(kind: str, change: Callable[[Obj], object]) -> PassListing:
@@ -146,14 +146,23 @@ def test_ready_bindings_keep_only_all_ready_readable_records_in_plan_order() -> 
             _edit("pod", lambda p: p["metadata"].update(deletionTimestamp="2026-01-01T00:00:00Z")),
             "its Pod is terminating",
         ),
-        (_edit("pod", lambda p: p["spec"].update(nodeName="node-b")), "its Pod is on another node"),
-        (_edit("pod", lambda p: p.pop("spec")), "its Pod is on another node"),
         (_edit("pod", lambda p: p["metadata"].pop("annotations")), "the Pod's selections are incomplete"),
     ],
     ids=lambda x: x if isinstance(x, str) else "",
 )
 def test_every_difference_takes_the_live_path(listing: PassListing, why: str) -> None:
     assert _drift(listing) == why
+
+
+def test_a_pod_listed_as_metadata_only_is_healthy() -> None:
+    """The listing selected it by spec.nodeName on the API server: its spec is not needed."""
+    pod = _pod()
+    metadata_only = {
+        "apiVersion": "meta.k8s.io/v1",
+        "kind": "PartialObjectMetadata",
+        "metadata": pod["metadata"],
+    }
+    assert _drift(replace(_listing(), pods=by_uid([metadata_only]))) == HEALTHY
 
 
 def test_a_pod_registry_claiming_the_entry_otherwise_is_a_conflict_for_the_live_path() -> None:
