@@ -150,7 +150,7 @@ def record_of(claim: ClaimRecord, device: PreparedDevice) -> BindingRecord:
             claim_uid=claim.claim_uid,
         )
     # Everything the decoding reads, as one canonical text: equal text, equal record.
-    inputs = [claim.namespace, claim.name, claim.claim_uid, claim.pod_uid]
+    inputs: list[object] = [claim.namespace, claim.name, claim.claim_uid, claim.pod_uid]
     inputs += [device.device, device.pool, device.pci_address, device.managed_binding]
     return _decoded(json.dumps(inputs, sort_keys=True, separators=(",", ":")))
 
