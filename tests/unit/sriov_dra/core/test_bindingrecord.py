@@ -193,3 +193,18 @@ def test_phases_are_read_without_decoding_the_rest() -> None:
     with pytest.raises(BindingRecordError) as err:
         records_of(claim)
     assert err.value.reason == "CorruptManagedBinding"
+
+
+def test_a_decoded_binding_follows_every_input_it_was_decoded_from() -> None:
+    """Decoding is remembered across repair passes: a changed binding or claim must never be
+    answered with the record decoded before the change."""
+    claim, device = checkpointed(RECORD.to_json())
+    assert record_of(claim, device) == RECORD
+    moved, moved_device = checkpointed({**RECORD.to_json(), "phase": "Deleting", "shadowUID": OTHER_UID})
+    assert record_of(moved, moved_device) == RECORD.with_phase("Deleting").with_shadow_uid(OTHER_UID)
+    with pytest.raises(BindingRecordError) as err:  # the attachment ID names the recorded Pod
+        record_of(replace(claim, pod_uid=OTHER_UID), device)
+    assert err.value.reason == "CorruptManagedBinding"
+    other_pci = replace(device, pci_address="0000:03:00.7")
+    assert record_of(claim, other_pci).pci_address == "0000:03:00.7"
+    assert record_of(claim, device) == RECORD

@@ -120,3 +120,9 @@ def test_converged_implies_the_strict_check_accepts(
     assert lookup(obj) == (not mutations)
     if lookup(obj):
         assert strict_accepts(obj)
+
+
+def test_a_label_someone_else_added_keeps_the_shadow_converged() -> None:
+    obj = written()
+    _meta(obj)["labels"]["team"] = "rail-a"
+    assert lookup(obj)
