@@ -132,16 +132,16 @@ def _overhead_row(cni: Mapping[str, Any] | None) -> Row:
     start = _get(cni, "startup_ms", "cni-shim", "median")
     if start is not None:
         # A cycle starts the shim twice; that alone is the part no daemon-side work can remove.
-        why = f"two shim process starts per cycle take {2 * start:.1f} ms by themselves (VERSION, {start:.1f} ms each); {why}"
         get = _get(cni, "api_floor_ms", "pod GET", "median")
         put = _get(cni, "api_floor_ms", "status PUT", "median")
         if get is not None and put is not None:
-            bound = 2 * start + get + put
             why = (
-                f"the floor of a CPython shim that makes a live ADD's required requests is {bound:.1f} ms "
-                f"(two interpreter starts {2 * start:.1f} + a Pod GET {get:.1f} + a status PUT {put:.1f}, "
-                f"each measured alone in this run); {why}"
+                f"the floor of a CPython shim that makes a live ADD's required requests is "
+                f"{2 * start + get + put:.1f} ms (two interpreter starts {2 * start:.1f} (VERSION) + a Pod "
+                f"GET {get:.1f} + a status PUT {put:.1f}, each measured alone in this run); {why}"
             )
+        else:
+            why = f"two shim process starts per cycle take {2 * start:.1f} ms by themselves (VERSION, {start:.1f} ms each); {why}"
     return _row(
         figure,
         f"{tc.MULTUS_THICK} {peer:.1f} ms (floor {floor:.1f} ms)",
