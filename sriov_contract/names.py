@@ -67,20 +67,20 @@ def _is_uuid(text: str) -> bool:
     return [len(p) for p in parts] == [8, 4, 4, 4, 12] and all(_HEX.issuperset(p) for p in parts)
 
 
-def _is_label_part(text: str) -> bool:
-    # [a-z0-9]([-a-z0-9]*[a-z0-9])?
+def is_label_part(text: str) -> bool:
+    """[a-z0-9]([-a-z0-9]*[a-z0-9])?: an RFC 1123 label with no length bound of its own."""
     return (
         bool(text) and text[0] in _LOWER_ALNUM and text[-1] in _LOWER_ALNUM and _LABEL_CHARS.issuperset(text)
     )
 
 
 def _is_dns_label(text: str) -> bool:
-    return len(text) <= 63 and _is_label_part(text)
+    return len(text) <= 63 and is_label_part(text)
 
 
 def _is_dns_subdomain(text: str) -> bool:
     # Kubernetes bounds only the whole subdomain, not each dot-separated part.
-    return 0 < len(text) <= DNS_SUBDOMAIN_MAX and all(_is_label_part(p) for p in text.split("."))
+    return 0 < len(text) <= DNS_SUBDOMAIN_MAX and all(is_label_part(p) for p in text.split("."))
 
 
 def _is_pci_address(text: str) -> bool:

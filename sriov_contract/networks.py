@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from sriov_contract import rawjson
 from sriov_contract.errors import ReasonedError
+from sriov_contract.names import is_label_part
 from sriov_contract.rawjson import JsonObject, JsonValue, RawNumber
 from sriov_contract.reasons import INVALID_NETWORKS_ANNOTATION
 from sriov_contract.record import Record
@@ -22,11 +23,9 @@ NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 
 # Multus switches to JSON as soon as any of these characters appears anywhere in the value.
 _JSON_MARKERS = frozenset('[{"')
-# [a-z0-9]([-a-z0-9]*[a-z0-9])? and 0|[1-9][0-9]{0,2}, spelled out: `re` (with the `enum` it
-# imports) would be the heaviest import of a thin ADD, which parses every selection.
+# 0|[1-9][0-9]{0,2}, spelled out: `re` (with the `enum` it imports) would be the heaviest
+# import of a thin ADD, which parses every selection.
 _DIGITS = frozenset("0123456789")
-_DNS_ENDS = _DIGITS | frozenset("abcdefghijklmnopqrstuvwxyz")
-_DNS_CHARS = _DNS_ENDS | {"-"}
 _IFNAME_FORBIDDEN = frozenset(" \t\n\v\f\r/")
 _IFNAMSIZ = 16
 # Go's strings.TrimSpace set (unicode.IsSpace), which differs from str.strip() at \x1c-\x1f.
@@ -141,7 +140,7 @@ def _parse_shorthand(item: str, default_namespace: str) -> NetworkSelection:
     name = at[0].strip(_GO_SPACE)
     interface = at[1].strip(_GO_SPACE) if len(at) == 2 else ""
     for part in (namespace, name):
-        if part and not _is_dns_label(part):
+        if part and not is_label_part(part):
             raise _error(
                 item,
                 f"{part!r} must be lower case alphanumeric or '-', starting and ending alphanumeric",
@@ -336,10 +335,6 @@ _MAC_FORMS = tuple(
         f"{_HEX_QUAD}(?:\\.{_HEX_QUAD}){{{n // 2 - 1}}}",
     )
 )
-
-
-def _is_dns_label(text: str) -> bool:
-    return text[0] in _DNS_ENDS and text[-1] in _DNS_ENDS and _DNS_CHARS.issuperset(text)
 
 
 def _is_go_mac(text: str) -> bool:
