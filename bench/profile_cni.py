@@ -41,7 +41,7 @@ from tests.bed.bed import TestBed
 from tests.bed.tools import ToolSet
 from tests.support.cni import make_cni_bin_dir
 
-OURS = ("cni_shim", "sriov_contract")
+OURS = ("cni_shim", "sriov_contract", "sriov_lib")
 
 
 class _LiveOnly:

@@ -293,7 +293,7 @@ THIN_MODULES = (
     "cni_shim.core.delegates",
     "sriov_contract.networks",
 )
-OWN_PACKAGES = ("cni_shim", "sriov_contract")
+OWN_PACKAGES = ("cni_shim", "sriov_contract", "sriov_lib")
 
 
 def thin_imports(runs: int = 7) -> dict[str, Any]:

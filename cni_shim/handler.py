@@ -29,10 +29,11 @@ from cni_shim.errors import (
     delegate_error,
 )
 from cni_shim.runner import Attachment, Runner, cache_key, negotiate, probe_versions
-from sriov_contract import keys, quickjson
+from sriov_contract import keys
 from sriov_contract import reasons as contract_reasons
 from sriov_contract.errors import ReasonedError
-from sriov_contract.record import Record
+from sriov_lib import quickjson
+from sriov_lib.typedtuple import TypedTuple
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 
@@ -65,7 +66,7 @@ def stat_netns(path: str) -> str | None:
     return None
 
 
-class Services(Record):
+class Services(TypedTuple):
     """The adapters a mode plugs in; factories take the decoded config because it names dirs and kubeconfig."""
 
     executor: Executor
@@ -84,7 +85,7 @@ class Services(Record):
     versions_for: Callable[[str], Executor] | None = None
 
 
-class _Ctx(Record):
+class _Ctx(TypedTuple):
     req: protocol.Request
     conf: NetConf
     version: str

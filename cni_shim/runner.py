@@ -13,9 +13,9 @@ from cni_shim import reasons
 from cni_shim.core import jsonbytes, results, versions
 from cni_shim.core.network import Network
 from cni_shim.errors import INCOMPATIBLE_VERSION, CniError
-from sriov_contract import quickjson
-from sriov_contract.rawjson import JsonObject
-from sriov_contract.record import Record
+from sriov_lib import quickjson
+from sriov_lib.rawjson import JsonObject
+from sriov_lib.typedtuple import TypedTuple
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     Json = dict[str, Any]
 
 
-class Attachment(Record):
+class Attachment(TypedTuple):
     """Everything that identifies one delegate invocation besides its config."""
 
     container_id: str

@@ -28,7 +28,7 @@ from sriov_contract.names import (
     validate_sha256,
     validate_uid,
 )
-from sriov_contract.record import Record
+from sriov_lib.typedtuple import TypedTuple
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 
@@ -53,7 +53,7 @@ SOURCE_FIELDS: Final = ("namespace", "name", "uid", "resourceVersion")
 _WHAT: Final = f"annotation {BINDING_ANNOTATION}"
 
 
-class SourceRef(Record):
+class SourceRef(TypedTuple):
     """The source template the shadow was rendered from; diagnostic provenance only."""
 
     namespace: str
@@ -76,7 +76,7 @@ class SourceRef(Record):
         }
 
 
-class Binding(Record):
+class Binding(TypedTuple):
     version: int
     attachment_id: str
     pod_uid: str

@@ -7,8 +7,9 @@ then each field's type and value in the document's declared field order.
 
 from __future__ import annotations
 
-from sriov_contract import quickjson, rawjson, reasons
+from sriov_contract import reasons
 from sriov_contract.errors import ContractError
+from sriov_lib import quickjson, rawjson
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 

@@ -24,7 +24,7 @@ from sriov_contract.document import (
 from sriov_contract.errors import ContractError
 from sriov_contract.keys import PROTOCOL_VERSION, SHADOW_NAME_PREFIX
 from sriov_contract.names import validate_sha256, validate_uid
-from sriov_contract.record import Record
+from sriov_lib.typedtuple import TypedTuple
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 
@@ -64,7 +64,7 @@ def _validate_text(value: str, field: str) -> str:
     return value
 
 
-class BindingIdentity(Record):
+class BindingIdentity(TypedTuple):
     """The allocation a shadow NAD stands for; never includes versions, times or batch order."""
 
     protocol_version: int

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from sriov_contract import reasons
 from sriov_contract.errors import ContractError
-from sriov_contract.record import Record
+from sriov_lib.typedtuple import TypedTuple
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 
@@ -33,7 +33,7 @@ def _fail(reason: str, field: str, value: object, rule: str) -> ContractError:
     return ContractError(reason, f"{field} {value!r} {rule}", field=field, value=value)
 
 
-class _Syntax(Record):
+class _Syntax(TypedTuple):
     """A validator that returns its input unchanged or names the field and the rule it broke."""
 
     matches: Callable[[str], bool]

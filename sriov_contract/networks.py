@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from sriov_contract import rawjson
 from sriov_contract.errors import ReasonedError
 from sriov_contract.names import is_label_part
-from sriov_contract.rawjson import JsonObject, JsonValue, RawNumber
 from sriov_contract.reasons import INVALID_NETWORKS_ANNOTATION
-from sriov_contract.record import Record
+from sriov_lib import rawjson
+from sriov_lib.rawjson import JsonObject, JsonValue, RawNumber
+from sriov_lib.typedtuple import TypedTuple
 
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 
@@ -35,21 +35,21 @@ _HEX_PAIR = "[0-9A-Fa-f]{2}"
 _HEX_QUAD = "[0-9A-Fa-f]{4}"
 
 
-class PortMapping(Record):
+class PortMapping(TypedTuple):
     host_port: int
     container_port: int
     protocol: str
     host_ip: str
 
 
-class Bandwidth(Record):
+class Bandwidth(TypedTuple):
     ingress_rate: int
     ingress_burst: int
     egress_rate: int
     egress_burst: int
 
 
-class NetworkSelection(Record):
+class NetworkSelection(TypedTuple):
     """One validated selection; `raw` is the element exactly as written (synthesized for shorthand).
 
     Two selections are equal when their validated fields are: `raw` and `shorthand` only record

@@ -22,8 +22,8 @@ from sriov_contract.errors import ContractError
 from sriov_contract.identity import shadow_name_for
 from sriov_contract.keys import PROTOCOL_VERSION, REGISTRY_ANNOTATION
 from sriov_contract.names import validate_dns_label, validate_interface, validate_sha256, validate_uid
-from sriov_contract.record import Record
 from sriov_contract.selection import SelectionElement, validate_shadow_name
+from sriov_lib.typedtuple import TypedTuple
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 
@@ -37,7 +37,7 @@ ENTRY_FIELDS: Final = ("attachmentID", "claimUID", "namespace", "name", "uid", "
 _WHAT: Final = f"annotation {REGISTRY_ANNOTATION}"
 
 
-class RegistryEntry(Record):
+class RegistryEntry(TypedTuple):
     attachment_id: str
     claim_uid: str
     namespace: str
@@ -87,7 +87,7 @@ def _first_repeat(values: Sequence[Hashable]) -> int | None:
     return None
 
 
-class Registry(Record):
+class Registry(TypedTuple):
     version: int
     pod_uid: str
     entries: tuple[RegistryEntry, ...]

@@ -8,7 +8,7 @@ from sriov_contract.errors import ContractError
 from sriov_contract.identity import SHADOW_DIGEST_CHARS
 from sriov_contract.keys import SHADOW_NAME_PREFIX
 from sriov_contract.names import is_lower_hex, validate_dns_label, validate_interface
-from sriov_contract.record import Record
+from sriov_lib.typedtuple import TypedTuple
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 
@@ -35,7 +35,7 @@ def validate_shadow_name(value: str, field: str = "name") -> str:
     return value
 
 
-class SelectionElement(Record):
+class SelectionElement(TypedTuple):
     name: str
     namespace: str
     interface: str

@@ -30,7 +30,13 @@ def test_the_distribution_installs_only_product_packages_under_specific_names() 
     # Generic names such as `driver` or `plugins` would collide in site-packages; the test
     # plugins stay in the repository.
     top_level = distribution("auto-sriov").read_text("top_level.txt") or ""
-    assert set(top_level.split()) == {"cni_shim", "sriov_contract", "sriov_dra", "sriov_operator"}
+    assert set(top_level.split()) == {
+        "cni_shim",
+        "sriov_contract",
+        "sriov_dra",
+        "sriov_lib",
+        "sriov_operator",
+    }
 
 
 def test_the_operator_refuses_a_bad_configuration_naming_the_option() -> None:

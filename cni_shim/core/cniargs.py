@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cni_shim import reasons
 from cni_shim.errors import INVALID_ENVIRONMENT, CniError
-from sriov_contract.record import Record
+from sriov_lib.typedtuple import TypedTuple
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 
@@ -25,7 +25,7 @@ _BOOLS = (*_TRUE, "0", "false", "False")
 Pairs = tuple[tuple[str, str], ...]
 
 
-class PodArgs(Record):
+class PodArgs(TypedTuple):
     namespace: str = ""
     name: str = ""
     infra_container_id: str = ""

@@ -10,8 +10,8 @@ import binascii
 
 from cni_shim import reasons
 from cni_shim.errors import CniError
-from sriov_contract import quickjson
-from sriov_contract.record import Record
+from sriov_lib import quickjson
+from sriov_lib.typedtuple import TypedTuple
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 KIND = "cniShimDelegatesV1"
 
 
-class PlannedDelegate(Record):
+class PlannedDelegate(TypedTuple):
     name: str
     conf: bytes
     ifname: str
@@ -36,7 +36,7 @@ class PlannedDelegate(Record):
     default_route: tuple[str, ...] = ()
 
 
-class Plan(Record):
+class Plan(TypedTuple):
     container_id: str
     netns: str
     ifname: str

@@ -18,8 +18,8 @@ from cni_shim.core.protocol import validate_ifname
 from cni_shim.errors import INVALID_NETWORK_CONFIG, CniError, KubeApiError, config_error
 from sriov_contract import reasons as contract_reasons
 from sriov_contract.networks import NetworkSelection, parse_network_selections
-from sriov_contract.rawjson import JsonObject
-from sriov_contract.record import Record
+from sriov_lib.rawjson import JsonObject
+from sriov_lib.typedtuple import TypedTuple
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 
@@ -33,7 +33,7 @@ _DEVINFO_DIR = "/var/run/k8s.cni.cncf.io/devinfo/cni/"
 NadGetter = Callable[[str, str], "dict[str, Any] | None"]
 
 
-class Candidate(Record):
+class Candidate(TypedTuple):
     """A delegate before interface naming: its name, exact config bytes and the selection behind it."""
 
     name: str

@@ -13,12 +13,13 @@ from collections.abc import Mapping, Sequence
 from cni_shim import reasons
 from cni_shim.core.delegates import spec_config
 from cni_shim.errors import INVALID_NETWORK_CONFIG, CniError
-from sriov_contract import keys, rawjson
+from sriov_contract import keys
 from sriov_contract.binding import Binding, parse_binding
 from sriov_contract.errors import ContractError
 from sriov_contract.identity import config_sha256
 from sriov_contract.networks import NetworkSelection
 from sriov_contract.registry import Registry, parse_registry
+from sriov_lib import rawjson
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 

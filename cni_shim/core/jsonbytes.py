@@ -6,8 +6,8 @@ numbers (from our own runtime arguments); both serialize to their exact text.
 
 from __future__ import annotations
 
-from sriov_contract import quickjson
-from sriov_contract.rawjson import RawNumber
+from sriov_lib import quickjson
+from sriov_lib.rawjson import RawNumber
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 

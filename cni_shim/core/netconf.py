@@ -10,8 +10,8 @@ from __future__ import annotations
 from cni_shim import reasons
 from cni_shim.core import network
 from cni_shim.errors import DECODE_FAILURE, CniError, config_error
-from sriov_contract import quickjson
-from sriov_contract.record import Record
+from sriov_lib import quickjson
+from sriov_lib.typedtuple import TypedTuple
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 
@@ -62,7 +62,7 @@ _KNOWN = (
 _FOLD = {k.lower(): k for k in _KNOWN}
 
 
-class NetConf(Record):
+class NetConf(TypedTuple):
     cni_version: str
     name: str
     kubeconfig: str = ""

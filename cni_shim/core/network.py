@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from cni_shim.errors import config_error
-from sriov_contract import rawjson
-from sriov_contract.rawjson import JsonObject, JsonValue
-from sriov_contract.record import Record
+from sriov_lib import rawjson
+from sriov_lib.rawjson import JsonObject, JsonValue
+from sriov_lib.typedtuple import TypedTuple
 
 
-class Network(Record):
+class Network(TypedTuple):
     name: str
     version: str
     candidate_versions: tuple[str, ...]

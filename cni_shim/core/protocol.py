@@ -17,8 +17,8 @@ from cni_shim.errors import (
     INVALID_NETWORK_CONFIG,
     CniError,
 )
-from sriov_contract import quickjson
-from sriov_contract.record import Record
+from sriov_lib import quickjson
+from sriov_lib.typedtuple import TypedTuple
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 
@@ -43,7 +43,7 @@ MAX_CONTAINER_ID = 200
 _ENV_ORDER = ("CNI_COMMAND", "CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_ARGS", "CNI_PATH")
 
 
-class Request(Record):
+class Request(TypedTuple):
     """One CNI invocation, independent of how it arrived (process env or a daemon socket)."""
 
     command: str

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 
 from cni_shim import reasons
 from cni_shim.errors import INVALID_NETWORK_CONFIG, CniError
-from sriov_contract import quickjson
-from sriov_contract.record import Record
+from sriov_lib import quickjson
+from sriov_lib.typedtuple import TypedTuple
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
-class Connection(Record):
+class Connection(TypedTuple):
     server: str
     ca_file: str = ""
     ca_data: bytes = b""

@@ -20,7 +20,7 @@ import os
 from cni_shim.errors import KubeApiError
 from cni_shim.kube.kubeconfig import Connection, split_server
 from cni_shim.kube.paths import REQUEST_TIMEOUT, events_path, nad_path, pod_path, pod_status_path
-from sriov_contract import quickjson
+from sriov_lib import quickjson
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 

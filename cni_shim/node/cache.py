@@ -21,8 +21,8 @@ import os
 from cni_shim import reasons
 from cni_shim.core.protocol import valid_id
 from cni_shim.errors import IO_FAILURE, CniError
-from sriov_contract import quickjson
-from sriov_contract.durable import atomic_write
+from sriov_lib import quickjson
+from sriov_lib.durable import atomic_write
 
 
 def _read(path: str) -> bytes | None:

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 
 from cni_shim import reasons
 from cni_shim.errors import CniError
-from sriov_contract import quickjson
+from sriov_lib import quickjson
 
 _BUSY_RETRIES = 5
 

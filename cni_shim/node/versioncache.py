@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 from cni_shim.node.execution import find_plugin
-from sriov_contract.durable import atomic_write
+from sriov_lib.durable import atomic_write
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 

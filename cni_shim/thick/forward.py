@@ -3,7 +3,7 @@
 Standard library only and on the executable's hot path, so HTTP is spoken by hand (one request
 per connection, the daemon closes it) instead of through `http.client`, whose `email` import
 alone costs more than the whole round trip; for the same reason the C-level `_socket` and
-`sriov_contract.quickjson` stand in for `socket` and `json` (each about 10 ms to import), and
+`sriov_lib.quickjson` stand in for `socket` and `json` (each about 10 ms to import), and
 nothing this path loads imports `os` or uses `from __future__ import annotations` (together
 1.3 ms of every forwarded invocation: its annotations are written to be evaluated instead).
 The wire shape is Multus's `/cni` API: a JSON body
@@ -21,7 +21,7 @@ import _socket
 import time
 
 from cni_shim import reasons
-from sriov_contract import quickjson
+from sriov_lib import quickjson
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 

@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sriov_contract import rawjson
 from sriov_contract.identity import config_sha256
-from sriov_contract.rawjson import JsonObject
 from sriov_dra.core.errors import PCI_ADDRESS_MISMATCH, UNSUPPORTED_CNI_CONFIG, DriverCoreError, fail
 from sriov_dra.core.pci import normalize_pci_address
+from sriov_lib import rawjson
+from sriov_lib.rawjson import JsonObject
 
 SRIOV_TYPE: Final = "sriov"
 # Metaplugins that only adjust the interface sriov created; extend with plugin-specific tests.

@@ -15,10 +15,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final
 
-from sriov_contract import rawjson
 from sriov_contract.keys import NETWORKS_ANNOTATION, PROTOCOL_VERSION, REGISTRY_ANNOTATION
 from sriov_contract.networks import NetworkSelection, parse_network_selections
-from sriov_contract.rawjson import JsonObject
 from sriov_contract.registry import Registry, RegistryEntry, parse_registry
 from sriov_dra.core.errors import (
     ANNOTATION_TOO_LARGE,
@@ -28,6 +26,8 @@ from sriov_dra.core.errors import (
     fail,
 )
 from sriov_dra.core.template import NamespacedName
+from sriov_lib import rawjson
+from sriov_lib.rawjson import JsonObject
 
 # Kubernetes' TotalAnnotationSizeLimitB: the sum of all key and value lengths in bytes.
 ANNOTATIONS_SIZE_LIMIT: Final = 256 * 1024

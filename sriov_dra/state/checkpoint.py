@@ -19,7 +19,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sriov_contract.durable import atomic_write
 from sriov_dra import reasons
 from sriov_dra.core.claimrecord import (
     CheckpointError,
@@ -28,6 +27,7 @@ from sriov_dra.core.claimrecord import (
     encode,
 )
 from sriov_dra.ports import CheckpointStorage
+from sriov_lib.durable import atomic_write
 
 
 class FileStorage:

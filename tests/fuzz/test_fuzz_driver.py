@@ -20,7 +20,6 @@ import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from sriov_contract import rawjson
 from sriov_contract.errors import ReasonedError
 from sriov_contract.identity import config_sha256
 from sriov_contract.keys import NETWORKS_ANNOTATION, REGISTRY_ANNOTATION
@@ -28,6 +27,7 @@ from sriov_dra.core import claimrecord
 from sriov_dra.core.render import render_shadow_config
 from sriov_dra.core.selection import ManagedBinding, merge_managed_selections, release_claim_selections
 from sriov_dra.state import checkpoint
+from sriov_lib import rawjson
 from tests.fuzz.hostile import emit, hostile_text, json_values
 from tests.fuzz.test_fuzz_annotations import NETWORK_SEEDS, assert_typed
 from tests.unit.sriov_dra.core import test_selection

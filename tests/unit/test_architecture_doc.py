@@ -12,7 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 ARCHITECTURE = REPO / "docs" / "architecture.md"
-OUR_PACKAGES = ("sriov_dra", "cni_shim", "sriov_contract")
+OUR_PACKAGES = ("sriov_dra", "cni_shim", "sriov_contract", "sriov_lib", "sriov_operator")
 # Generated at build time by `make gen` (git-ignored), so not part of the documented layout.
 GENERATED = frozenset({"sriov_dra.kubeletplugin.gen"})
 # Backticked spans that look like relative paths but name API resources, not files.

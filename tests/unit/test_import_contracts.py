@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("sriov_dra", "cni_shim", "sriov_contract", "sriov_operator", "plugins")
+PACKAGES = ("sriov_dra", "cni_shim", "sriov_contract", "sriov_lib", "sriov_operator", "plugins")
 LINT = Path(sys.executable).with_name("lint-imports")
 
 
@@ -63,6 +63,8 @@ def test_the_tree_keeps_every_contract(tree: Path) -> None:
         ("sriov_dra.recovery.repair", "import sriov_dra.prepare.managed", "driver layers"),
         ("sriov_dra.prepare.podnetworks", "import kubernetes", "flows and state reach the API server"),
         ("plugins.recorder", "import cni_shim.errors", "the contract and the test plugins import no product"),
+        ("sriov_lib.quickjson", "import sriov_contract.keys", "the shared helpers import only the standard library"),
+        ("sriov_lib.durable", "import yaml", "the shared helpers import only the standard library"),
         ("sriov_operator.core.plan", "import kubernetes", "the operator's pure core imports no adapter"),
         ("sriov_operator.core.plan", "import sriov_operator.kube.api", "operator layers"),
         (

@@ -1,4 +1,4 @@
-"""The CNI side (cni_shim + sriov_contract) needs neither the driver package nor the test plugins.
+"""The CNI side (cni_shim, sriov_contract, sriov_lib) needs neither the driver package nor the test plugins.
 
 The CNI image and the host bundle ship without them, so an import of either, at module level or
 deferred inside a function, would only fail on a node. The import-linter contract in
@@ -13,7 +13,7 @@ import sys
 
 from tests.support.deploy import REPO_ROOT
 
-CNI_SIDE = ("cni_shim", "sriov_contract")
+CNI_SIDE = ("cni_shim", "sriov_contract", "sriov_lib")
 FORBIDDEN = ("sriov_dra", "plugins")
 
 BLOCKED_IMPORT = """

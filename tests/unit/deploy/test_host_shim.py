@@ -76,7 +76,7 @@ def test_the_bundle_holds_only_the_stdlib_and_our_two_packages(bundle: Path) -> 
     with zipfile.ZipFile(archive) as zf:
         names = zf.namelist()
     top = {n.lstrip("./").split("/")[0] for n in names}
-    assert {"cni_shim", "sriov_contract", "json", "encodings"} <= top
+    assert {"cni_shim", "sriov_contract", "sriov_lib", "json", "encodings"} <= top
     assert not top & THIRD_PARTY, top & THIRD_PARTY
     assert not {"driver", "plugins", "tests"} & top
     assert not [n for n in names if n.endswith(".py")], "the shim's start-up must not compile sources"

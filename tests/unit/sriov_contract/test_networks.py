@@ -4,7 +4,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_contract import rawjson
 from sriov_contract.errors import ReasonedError
 from sriov_contract.networks import (
     Bandwidth,
@@ -12,6 +11,7 @@ from sriov_contract.networks import (
     parse_network_selections,
     selections_to_annotation,
 )
+from sriov_lib import rawjson
 
 POD_NS = "ai-workloads"
 

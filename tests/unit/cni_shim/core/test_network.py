@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from cni_shim.core import jsonbytes, network
 from cni_shim.errors import CniError
-from sriov_contract import rawjson
+from sriov_lib import rawjson
 
 
 def test_the_same_bytes_parse_once_and_share_the_result():

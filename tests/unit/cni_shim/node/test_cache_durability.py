@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cni_shim.node.cache import FileCacheStore
-from sriov_contract.durable import atomic_write
+from sriov_lib.durable import atomic_write
 
 
 @pytest.fixture

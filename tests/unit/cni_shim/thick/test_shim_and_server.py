@@ -255,7 +255,7 @@ def test_the_thick_shim_imports_only_the_standard_library(tmp_path):
     assert json.loads(out.stdout)["details"] == "DaemonUnavailable"
     loaded = (tmp_path / "run.mods").read_text().split()
     ours = {m.split(".")[0] for m in loaded} - set(sys.stdlib_module_names) - {"__main__"}
-    assert ours == {"cni_shim", "sriov_contract"}
+    assert ours == {"cni_shim", "sriov_contract", "sriov_lib"}
     assert not [
         m
         for m in loaded

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_contract import quickjson
+from sriov_lib import quickjson
 
 scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text()
 values = st.recursive(
@@ -99,7 +99,7 @@ def test_errors_are_jsons_own():
 def test_errors_are_jsons_own_before_json_is_loaded():
     """A CNI process has not imported json when the C scanner meets a malformed document."""
     probe = (
-        "import sys; from sriov_contract import quickjson\n"
+        "import sys; from sriov_lib import quickjson\n"
         "for bad in ('{\"a\": \"x', '[1,', '{\"a\" 1}'):\n"
         "    try:\n        quickjson.loads(bad)\n"
         "    except ValueError as exc:\n        print(type(exc).__name__, exc)\n"

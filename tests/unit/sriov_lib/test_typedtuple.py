@@ -1,4 +1,4 @@
-"""sriov_contract.record: typing.NamedTuple's class syntax and behaviour, built without `typing`."""
+"""sriov_lib.typedtuple: typing.NamedTuple's class syntax and behaviour, built without `typing`."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import NamedTuple
 
 import pytest
 
-from sriov_contract.record import Record
+from sriov_lib.typedtuple import TypedTuple
 
 
-class Point(Record):
+class Point(TypedTuple):
     """A point."""
 
     x: int
@@ -29,7 +29,7 @@ class TypedPoint(NamedTuple):
     y: int = 0
 
 
-class Positive(Record):
+class Positive(TypedTuple):
     value: int
     label: str = ""
 
@@ -66,14 +66,18 @@ def test_post_init_checks_every_construction() -> None:
 
 def test_a_field_without_default_after_one_with_is_refused() -> None:
     with pytest.raises(TypeError, match="without a default follows"):
-        type("Bad", (Record,), {"__module__": __name__, "__annotations__": {"a": "int", "b": "int"}, "a": 1})
+        type(
+            "Bad",
+            (TypedTuple,),
+            {"__module__": __name__, "__annotations__": {"a": "int", "b": "int"}, "a": 1},
+        )
 
 
 def test_defining_records_imports_neither_typing_nor_dataclasses() -> None:
     probe = (
         "import sys\n"
-        "from sriov_contract.record import Record\n"
-        "class P(Record):\n    x: int\n"
+        "from sriov_lib.typedtuple import TypedTuple\n"
+        "class P(TypedTuple):\n    x: int\n"
         "print(sorted(m for m in ('typing', 'dataclasses') if m in sys.modules))\n"
     )
     root = Path(__file__).resolve().parents[3]

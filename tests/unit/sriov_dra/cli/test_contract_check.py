@@ -13,8 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from sriov_contract import identity
-from sriov_contract.conformance import bundled_fixtures, check_fixtures
 from sriov_dra.cli import cli
+from sriov_dra.cli.contract import bundled_fixtures, check_fixtures
 
 FIXTURES = bundled_fixtures()
 REPO = FIXTURES.parent

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from sriov_contract import quickjson
+from sriov_lib import quickjson
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 TYPE_CHECKING = False  # spelled out: importing it from typing is the cost this module avoids
 
 if TYPE_CHECKING:
-    from typing import NamedTuple as Record
+    from typing import NamedTuple as TypedTuple
 else:
     from collections import namedtuple
 
@@ -60,10 +60,10 @@ else:
         # namedtuple's _make (and so _replace) builds with tuple.__new__, past the check.
         record._make = classmethod(lambda cls, iterable: cls(*iterable))
 
-    class Record(metaclass=_RecordType):
-        """Base of a typed record: `class Point(Record): x: int; y: int = 0`."""
+    class TypedTuple(metaclass=_RecordType):
+        """Base of a typed record: `class Point(TypedTuple): x: int; y: int = 0`."""
 
         __slots__ = ()
 
 
-__all__ = ["Record"]
+__all__ = ["TypedTuple"]

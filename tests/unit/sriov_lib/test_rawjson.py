@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_contract import rawjson
-from sriov_contract.rawjson import JsonObject, RawJsonError, RawNumber
+from sriov_lib import rawjson
+from sriov_lib.rawjson import JsonObject, RawJsonError, RawNumber
 
 
 @pytest.mark.parametrize("token", ["9000", "1e3", "0.50", "12345678901234567890", "-0", "1E+2", "-1.25e-7"])
