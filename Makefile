@@ -37,7 +37,7 @@ lint: venv gen
 	@out=$$($(VENV)/bin/lint-imports --no-cache --no-logo 2>&1) || { echo "$$out" | sed -n '/^Broken contracts/,$$p'; echo "import contracts broken (pyproject.toml [tool.importlinter])"; exit 1; }
 
 typecheck: venv gen
-	@$(VENV)/bin/mypy cni_shim sriov_dra sriov_contract sriov_lib sriov_operator plugins tests bench $(wildcard scripts/*.py)
+	@$(VENV)/bin/mypy cni_shim sriov_dra sriov_contract sriov_lib sriov_operator plugins testbed tests bench $(wildcard scripts/*.py)
 
 contract-go:
 	@if [ -d tests/go/contract ]; then cd tests/go/contract && GOTOOLCHAIN=local go test ./...; fi

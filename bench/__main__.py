@@ -30,8 +30,8 @@ from bench import daemon_leak, prepare, scale, thick_compare
 from bench import operator as operator_bench
 from bench.common import test_bed
 from bench.report import printout, targets, verdict
-from tests.bed.bed import TestBed
-from tests.bed.tools import ToolSet
+from testbed.bed import TestBed
+from testbed.tools import ToolSet
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"

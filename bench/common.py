@@ -16,9 +16,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.bed import controlplane
-from tests.bed.bed import TestBed
-from tests.bed.tools import ToolSet
+from testbed import controlplane
+from testbed.bed import TestBed
+from testbed.tools import ToolSet
 
 
 @contextmanager

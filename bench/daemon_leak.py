@@ -30,8 +30,8 @@ from kubernetes import client
 from bench import thick_compare
 from bench.common import network_namespace, rss_kib, standalone
 from cni_shim.thick import forward
-from tests.bed.bed import TestBed
-from tests.bed.tools import ToolSet
+from testbed.bed import TestBed
+from testbed.tools import ToolSet
 from tests.support.cni import make_cni_bin_dir
 from tests.support.cni_daemon import DAEMON_RULES, DaemonProc
 

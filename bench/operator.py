@@ -18,8 +18,8 @@ from kubernetes import client
 from sriov_operator.controllers.nodepolicy import NodePolicyController
 from sriov_operator.core.render import render_nad
 from sriov_operator.kube.api import OperatorApi
-from tests.bed.apiobjects import as_object
-from tests.bed.bed import TestBed
+from testbed.apiobjects import as_object
+from testbed.bed import TestBed
 
 GROUP, VERSION = "sriovnetwork.openshift.io", "v1"
 WRITES = ("create", "replace", "delete", "apply_condition", "create_event")

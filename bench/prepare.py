@@ -41,12 +41,12 @@ from sriov_dra.kube import resources as kube
 from sriov_dra.model import DRIVER_NAME
 from sriov_dra.state import cdi, checkpoint
 from sriov_dra.sysfs import vfdriver
-from tests.bed.apiobjects import items_of
-from tests.bed.bed import TestBed
-from tests.bed.claims import allocated_claim, claim_ref, custom_objects
-from tests.bed.fakenode import FakeNode, load_topology_file
-from tests.bed.tools import ToolSet
-from tests.bed.waiting import wait_for
+from testbed.apiobjects import items_of
+from testbed.bed import TestBed
+from testbed.claims import allocated_claim, claim_ref, custom_objects
+from testbed.fakenode import FakeNode, load_topology_file
+from testbed.tools import ToolSet
+from testbed.waiting import wait_for
 from tests.support.kubelet import FakeKubelet, wait_for_socket
 
 REPO = Path(__file__).resolve().parents[1]

@@ -29,8 +29,8 @@ from kubernetes import client
 from bench import thick_compare
 from bench.common import network_namespace, standalone
 from bench.profile_cni import OURS, hottest
-from tests.bed.bed import TestBed
-from tests.bed.tools import ToolSet
+from testbed.bed import TestBed
+from testbed.tools import ToolSet
 from tests.support.cni import make_cni_bin_dir
 
 REPO = Path(__file__).resolve().parent.parent

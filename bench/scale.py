@@ -62,9 +62,9 @@ from sriov_dra.prepare.shadows import ensure_shadow, finalize_released_shadow, r
 from sriov_dra.recovery.orphans import scan
 from sriov_dra.recovery.repair import RepairWorker
 from sriov_dra.state.checkpoint import FileStorage, PreparedClaims
-from tests.bed.bed import TestBed
-from tests.bed.repair_service import in_process_service
-from tests.bed.tools import ToolSet
+from testbed.bed import TestBed
+from testbed.repair_service import in_process_service
+from testbed.tools import ToolSet
 
 WORKERS = 8
 PODS_PER_NAMESPACE = 100

@@ -38,8 +38,8 @@ from cni_shim.node import execution
 from cni_shim.node.cache import FileCacheStore
 from cni_shim.thick import dispatch, forward, server
 from cni_shim.thick.metrics import Metrics
-from tests.bed.bed import TestBed
-from tests.bed.tools import ToolSet
+from testbed.bed import TestBed
+from testbed.tools import ToolSet
 from tests.support.cni import make_cni_bin_dir
 from tests.support.cni_daemon import shim_conf
 

@@ -41,9 +41,9 @@ from bench.common import multus_daemon_process, network_namespace, standalone, s
 from cni_shim import launcher
 from cni_shim.kube import kubeconfig
 from cni_shim.kube.thin_client import KubeClient
-from tests.bed import pki
-from tests.bed.bed import TestBed
-from tests.bed.tools import ToolSet
+from testbed import pki
+from testbed.bed import TestBed
+from testbed.tools import ToolSet
 from tests.support.cni import make_cni_bin_dir
 from tests.support.cni_daemon import DAEMON_RULES, DaemonProc, shim_conf
 

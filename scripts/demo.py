@@ -6,12 +6,12 @@ the node CNI (cni-shim, thick with cni-shim-daemon unless --cni-mode thin), the 
 containerd and runc, and sriov-dra-driver with auto-attach registered through the kubelet's plugin
 registry; applies the spec's manifests; prints one row per interface and the spec 14.4 checks;
 deletes the Pod and checks the cleanup. Then, on the same stack, the 14.3 scenario
-(tests/bed/operator_rails.py): only the spec's SriovNetwork and SriovNetworkNodePolicy objects are
+(testbed/operator_rails.py): only the spec's SriovNetwork and SriovNetworkNodePolicy objects are
 written, sriov-operator and its node-state reporter generate the driver's mapping, and the same
 Pod runs with the 14.4 checks plus the operator's; it has its own PASS line. Tears everything
 down. Exits 1 if any check of either scenario FAILs (the one
 SKIP is the thick-mode check of a thin run). Only where the real kubelet cannot run does it say why
-in one line and use the simulated kubelet (tests/bed/kubelet_sim.py) instead.
+in one line and use the simulated kubelet (testbed/kubelet_sim.py) instead.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ sys.path.insert(0, str(REPO_ROOT))
 import click  # noqa: E402 - after the sys.path entry for the repo
 
 from sriov_contract.errors import ReasonedError  # noqa: E402
-from tests.bed import controlplane, e2e, operator_rails, realnode  # noqa: E402
-from tests.bed.tools import ToolSet  # noqa: E402
+from testbed import controlplane, e2e, operator_rails, realnode  # noqa: E402
+from testbed.tools import ToolSet  # noqa: E402
 
 
 def say(line: str = "") -> None:

@@ -1,4 +1,4 @@
-"""`make soak`: a churn soak with seeded kills on two real nodes (tests/bed/soak.py).
+"""`make soak`: a churn soak with seeded kills on two real nodes (testbed/soak.py).
 
 Starts the test bed, then a Stack with a second real node (each node: fake SR-IOV node,
 containerd, kubelet, sriov-dra-driver, cni-shim-daemon), creates and deletes SOAK_PODS managed
@@ -20,8 +20,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from sriov_contract.errors import ReasonedError  # noqa: E402 - after the sys.path entry for the repo
-from tests.bed import controlplane, e2e, realnode, soak  # noqa: E402
-from tests.bed.tools import ToolSet  # noqa: E402
+from testbed import controlplane, e2e, realnode, soak  # noqa: E402
+from testbed.tools import ToolSet  # noqa: E402
 
 
 def say(line: str = "") -> None:

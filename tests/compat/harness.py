@@ -31,9 +31,9 @@ from kubernetes.client.exceptions import ApiException
 from bench.common import end_process, multus_daemon_process, network_namespace
 from bench.thick_compare import MULTUS_RULES, multus_identity
 from cni_shim import launcher
-from tests.bed.bed import TestBed
-from tests.bed.tools import ToolSet
-from tests.bed.waiting import wait_for
+from testbed.bed import TestBed
+from testbed.tools import ToolSet
+from testbed.waiting import wait_for
 from tests.compat.model import THIN, Case, Step
 from tests.support.cni import make_cni_bin_dir
 from tests.support.cni_daemon import DAEMON, DaemonProc

@@ -1,6 +1,6 @@
 """The product's main job end to end (spec 14.2, 14.4, 16.2) on the real control plane, the fake
 SR-IOV node, the real driver and CNI processes and the real kubelet with containerd and runc
-(tests/bed/e2e.py, tests/bed/realnode.py); skipped, with the reason, where the real kubelet cannot
+(testbed/e2e.py, testbed/realnode.py); skipped, with the reason, where the real kubelet cannot
 run.
 
 These are the same scenario ``make demo`` prints, asserted; plus the 14.1 one-NAD pattern and a
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from sriov_contract import keys
-from tests.bed import e2e
+from testbed import e2e
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
 

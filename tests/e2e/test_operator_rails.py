@@ -1,4 +1,4 @@
-"""Spec 14.3 end to end (tests/bed/operator_rails.py): the administrator writes only the spec's
+"""Spec 14.3 end to end (testbed/operator_rails.py): the administrator writes only the spec's
 SriovNetwork and SriovNetworkNodePolicy objects; sriov-operator and its node-state reporter
 generate the driver's mapping; the 14.2 workload's two VFs each get an address from its own rail.
 On the real kubelet where it can run (the same stack as test_gpu_nic_pairs.py)."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.bed import e2e
-from tests.bed.operator_rails import run_operator_rails
+from testbed import e2e
+from testbed.operator_rails import run_operator_rails
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
 

@@ -1,5 +1,5 @@
 """Pod lifecycle on the real kubelet v1.36.3 (containerd + runc): what the spec's K1-K13 assume
-about the kubelet, observed instead of simulated (tests/bed/realnode.py, tests/bed/e2e.py).
+about the kubelet, observed instead of simulated (testbed/realnode.py, testbed/e2e.py).
 
 NodePrepare/NodeUnprepareResources calls are counted from the kubelet's own log (-v=4); CNI calls
 from cni-shim-daemon's log; sandboxes and containers through the CRI (crictl).
@@ -18,8 +18,8 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from sriov_contract import keys
-from tests.bed import e2e
-from tests.bed.waiting import wait_for
+from testbed import e2e
+from testbed.waiting import wait_for
 from tests.support.cni import ipv4_addresses, ns_links
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]

@@ -15,7 +15,7 @@ from typing import Any
 import netaddr
 import pytest
 
-from tests.bed import e2e
+from testbed import e2e
 from tests.support.cni import ipv4_addresses
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]

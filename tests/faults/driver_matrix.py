@@ -28,10 +28,10 @@ from typing import Any
 
 from sriov_contract.keys import PROTECTION_FINALIZER
 from sriov_dra.prepare.crashpoints import CRASH_ENV
-from tests.bed import faultproxy
-from tests.bed.claims import allocated_claim
-from tests.bed.managed_driver import NADS, pod_networks, release_workloads, shadows
-from tests.bed.waiting import wait_for
+from testbed import faultproxy
+from testbed.claims import allocated_claim
+from testbed.managed_driver import NADS, pod_networks, release_workloads, shadows
+from testbed.waiting import wait_for
 
 PREPARE = "prepare"
 UNPREPARE = "unprepare"

@@ -1,7 +1,7 @@
 """API faults on the CNI side: the shim's own Kubernetes calls, faulted on the wire.
 
 The real cni-shim (thin, and thick: shim + cni-shim-daemon with ``liveNetworkConfigOnAdd``) talks
-to the real kube-apiserver through the fault proxy (tests/bed/faultproxy.py); the delegates are
+to the real kube-apiserver through the fault proxy (testbed/faultproxy.py); the delegates are
 the real ptp and host-local plugins in a real network namespace. Rows are the calls an ADD makes
 (the live Pod GET, the NAD GET, the network-status PUT with its resourceVersion precondition and
 the Pod re-GET after a 409) plus DEL, which must make none. Each phase of a cell is a fresh Pod,
@@ -40,8 +40,8 @@ from cni_shim import handler
 from cni_shim.errors import INTERNAL, TRY_AGAIN_LATER
 from cni_shim.kube import paths
 from sriov_contract import keys
-from tests.bed import faultproxy
-from tests.bed.faultproxy import Fault, FaultProxy, RecordedRequest
+from testbed import faultproxy
+from testbed.faultproxy import Fault, FaultProxy, RecordedRequest
 from tests.support.cni import CniRun, host_local_allocations, ns_links
 from tests.support.cni_daemon import pod_args, run_shim, shim_conf
 from tests.support.faultmatrix import FAIL, NA, PASS

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.bed.waiting import wait_for
+from testbed.waiting import wait_for
 from tests.support.cni import cluster_network, host_local_allocations, ns_links, run_cnitool, shim_net_dir
 from tests.support.cni_daemon import pod_args, run_shim, shim_bin_dir, shim_conf
 from tests.support.faultmatrix import NA, PASS

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.bed.managed_driver import IDENTITY, put_nad, sriov_config, start_agent
+from testbed.managed_driver import IDENTITY, put_nad, sriov_config, start_agent
 from tests.faults.driver_matrix import BOUNDARIES, COLUMNS, FAST, ROWS, DriverMatrix
 from tests.support.faultmatrix import FAIL, NA, PASS
 

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.bed.fakenode import FakeNode
-from tests.bed.sriov_topology import VfRecord
-from tests.bed.tools import REPO_ROOT, ToolSet
+from testbed.fakenode import FakeNode
+from testbed.sriov_topology import VfRecord
+from testbed.tools import REPO_ROOT, ToolSet
 
 REPO = Path(__file__).resolve().parents[2]
 TWO_RAIL = REPO / "fixtures/topologies/two-rail.yaml"
@@ -279,7 +279,7 @@ def whereabouts(testbed: Any, tool_dirs: ToolSet, tmp_path_factory: pytest.TempP
     """Install whereabouts' CRDs on the bed (idempotent) and point whereabouts at its kubeconfig."""
     from kubernetes import client  # noqa: PLC0415 - keep the Kubernetes client out of unit runs
 
-    from tests.bed.waiting import wait_for  # noqa: PLC0415
+    from testbed.waiting import wait_for  # noqa: PLC0415
 
     crd_dir = tool_dirs.require("whereabouts") / "crds"
     objects = [yaml.safe_load((crd_dir / name).read_text()) for name in WHEREABOUTS_CRDS]

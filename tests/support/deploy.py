@@ -24,7 +24,7 @@ import yaml
 if TYPE_CHECKING:
     from kubernetes import client, dynamic
 
-    from tests.bed.bed import TestBed
+    from testbed.bed import TestBed
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEPLOY_DIR = REPO_ROOT / "deploy"
@@ -213,7 +213,7 @@ def deploy_cluster(testbed: TestBed) -> Iterator[DeployCluster]:
     from kubernetes import client, dynamic  # noqa: PLC0415 - see module docstring
     from kubernetes.client.exceptions import ApiException  # noqa: PLC0415 - see module docstring
 
-    from tests.bed.bootstrap import install_crds  # noqa: PLC0415 - see module docstring
+    from testbed.bootstrap import install_crds  # noqa: PLC0415 - see module docstring
 
     for crds in (DEPLOY_DIR / "crds", OPERATOR_DIR / "crds"):
         install_crds(testbed.api_client, crds)

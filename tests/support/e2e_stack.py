@@ -1,4 +1,4 @@
-"""Fixtures for suites that run on the end-to-end stack (tests/bed/e2e.py): fake node, driver,
+"""Fixtures for suites that run on the end-to-end stack (testbed/e2e.py): fake node, driver,
 node CNI and the real kubelet (containerd + runc) on the session's bed.
 
 - ``stacks`` (module): at most one running ``Stack``, switched between thick and thin (and real and
@@ -18,16 +18,16 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.bed.tools import ToolSet
+from testbed.tools import ToolSet
 
 if TYPE_CHECKING:
-    from tests.bed.bed import TestBed
-    from tests.bed.e2e import Stack, Stacks
+    from testbed.bed import TestBed
+    from testbed.e2e import Stack, Stacks
 
 
 @pytest.fixture(scope="module")
 def stacks(testbed: TestBed, tool_dirs: ToolSet) -> Iterator[Stacks]:
-    from tests.bed.e2e import Stacks  # noqa: PLC0415 - see module docstring
+    from testbed.e2e import Stacks  # noqa: PLC0415 - see module docstring
 
     made = Stacks(testbed, tool_dirs)
     yield made
@@ -37,7 +37,7 @@ def stacks(testbed: TestBed, tool_dirs: ToolSet) -> Iterator[Stacks]:
 @pytest.fixture(scope="session")
 def real_kubelet(tool_dirs: ToolSet) -> None:
     """Skips the test, naming the reason, where the real kubelet cannot run."""
-    from tests.bed import realnode  # noqa: PLC0415 - see module docstring
+    from testbed import realnode  # noqa: PLC0415 - see module docstring
 
     reason = realnode.unavailable_reason(tool_dirs)
     if reason:

@@ -1,4 +1,4 @@
-"""Fixtures for the fault-injecting API proxy (``tests.bed.faultproxy``) in front of the real bed.
+"""Fixtures for the fault-injecting API proxy (``testbed.faultproxy``) in front of the real bed.
 
 - ``fault_proxy`` (function): a factory, ``fault_proxy(identity="driver")`` -> a running
   ``FaultProxy`` whose ``.kubeconfig`` authenticates upstream as that bed identity. Add faults
@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.bed import pki
-from tests.bed.faultproxy import FaultProxy
+from testbed import pki
+from testbed.faultproxy import FaultProxy
 
 if TYPE_CHECKING:
-    from tests.bed.bed import TestBed
+    from testbed.bed import TestBed
 
 
 @pytest.fixture(scope="session")

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from tests.bed.bed import TestBed
-    from tests.bed.sriov_topology import GpuRecord
+    from testbed.bed import TestBed
+    from testbed.sriov_topology import GpuRecord
 
 GPU_DRIVER = "gpu.nvidia.com"
 PCIE_ROOT = "resource.kubernetes.io/pcieRoot"

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.bed.waiting import WaitTimeout, wait_for
+from testbed.waiting import WaitTimeout, wait_for
 
 NETNS_DIR = "/run/netns"
 OUR_NETNS_PREFIXES = ("ks-", "h4t-", "fakesriov-")

@@ -1,5 +1,5 @@
-"""Fixtures for suites that run the real `sriov-dra-driver` on the fake node (see tests/bed/node_agent.py
-and tests/bed/managed_driver.py for what they hand out).
+"""Fixtures for suites that run the real `sriov-dra-driver` on the fake node (see testbed/node_agent.py
+and testbed/managed_driver.py for what they hand out).
 
 - ``driver_crds`` (session): our CRDs, established, readable by the bed's ``driver`` identity.
 - ``agent``: an unstarted plain-mode ``Agent`` in the test's namespace; its slices are removed after.
@@ -27,16 +27,16 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from tests.bed.bed import TestBed
-    from tests.bed.fakenode import FakeNode
-    from tests.bed.managed_driver import Classes, ManagedAgent, Policies
-    from tests.bed.node_agent import Agent
+    from testbed.bed import TestBed
+    from testbed.fakenode import FakeNode
+    from testbed.managed_driver import Classes, ManagedAgent, Policies
+    from testbed.node_agent import Agent
     from tests.support.kubelet import FakeKubelet, KubeletDirs
 
 
 @pytest.fixture(scope="session")
 def driver_crds(testbed: TestBed) -> None:
-    from tests.bed.node_agent import install_driver_crds  # noqa: PLC0415 - see module docstring
+    from testbed.node_agent import install_driver_crds  # noqa: PLC0415 - see module docstring
 
     install_driver_crds(testbed)
 
@@ -45,8 +45,8 @@ def driver_crds(testbed: TestBed) -> None:
 def agent(
     testbed: TestBed, driver_crds: None, k8s_namespace: str, fake_node: FakeNode, kubelet_dirs: KubeletDirs
 ) -> Iterator[Agent]:
-    from tests.bed.claims import custom_objects  # noqa: PLC0415 - see module docstring
-    from tests.bed.node_agent import Agent, node_slices  # noqa: PLC0415 - see module docstring
+    from testbed.claims import custom_objects  # noqa: PLC0415 - see module docstring
+    from testbed.node_agent import Agent, node_slices  # noqa: PLC0415 - see module docstring
 
     a = Agent(testbed, k8s_namespace, fake_node.sysfs_root, kubelet_dirs)
     yield a
@@ -63,7 +63,7 @@ def agent(
 
 @pytest.fixture(scope="session")
 def shipped_rbac_identity(testbed: TestBed) -> str:
-    from tests.bed.managed_driver import issue_shipped_rbac_identity  # noqa: PLC0415 - see module docstring
+    from testbed.managed_driver import issue_shipped_rbac_identity  # noqa: PLC0415 - see module docstring
 
     return issue_shipped_rbac_identity(testbed)
 
@@ -72,7 +72,7 @@ def shipped_rbac_identity(testbed: TestBed) -> str:
 def node_bound_kubeconfig(
     testbed: TestBed, shipped_rbac_identity: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Path]:
-    from tests.bed.bound_token import node_bound_kubeconfig as bound  # noqa: PLC0415 - see module docstring
+    from testbed.bound_token import node_bound_kubeconfig as bound  # noqa: PLC0415 - see module docstring
     from tests.support.deploy import DRIVER_NAMESPACE, DRIVER_SA  # noqa: PLC0415 - see module docstring
 
     token = bound(
@@ -86,8 +86,8 @@ def node_bound_kubeconfig(
 def classes(testbed: TestBed) -> Iterator[Classes]:
     from kubernetes import client  # noqa: PLC0415 - see module docstring
 
-    from tests.bed.claims import custom_objects  # noqa: PLC0415 - see module docstring
-    from tests.bed.managed_driver import Classes  # noqa: PLC0415 - see module docstring
+    from testbed.claims import custom_objects  # noqa: PLC0415 - see module docstring
+    from testbed.managed_driver import Classes  # noqa: PLC0415 - see module docstring
 
     core = client.CoreV1Api(testbed.api_client)
     source_ns = f"managed-sources-{secrets.token_hex(3)}"
@@ -101,7 +101,7 @@ def classes(testbed: TestBed) -> Iterator[Classes]:
 
 @pytest.fixture
 def released_workloads(testbed: TestBed, k8s_namespace: str) -> Iterator[None]:
-    from tests.bed.managed_driver import release_workloads  # noqa: PLC0415 - see module docstring
+    from testbed.managed_driver import release_workloads  # noqa: PLC0415 - see module docstring
 
     yield
     release_workloads(testbed, k8s_namespace)
@@ -111,7 +111,7 @@ def released_workloads(testbed: TestBed, k8s_namespace: str) -> Iterator[None]:
 def second_namespace(testbed: TestBed) -> Iterator[str]:
     from kubernetes import client  # noqa: PLC0415 - see module docstring
 
-    from tests.bed.managed_driver import release_workloads  # noqa: PLC0415 - see module docstring
+    from testbed.managed_driver import release_workloads  # noqa: PLC0415 - see module docstring
 
     name = testbed.create_namespace(f"managed-b-{secrets.token_hex(3)}")
     yield name
@@ -121,7 +121,7 @@ def second_namespace(testbed: TestBed) -> Iterator[str]:
 
 @pytest.fixture
 def policies(testbed: TestBed) -> Iterator[Policies]:
-    from tests.bed.managed_driver import Policies  # noqa: PLC0415 - see module docstring
+    from testbed.managed_driver import Policies  # noqa: PLC0415 - see module docstring
 
     p = Policies(testbed)
     yield p
@@ -136,7 +136,7 @@ def managed_agent(
     kubelet_dirs: KubeletDirs,
     fake_kubelet_factory: Callable[..., FakeKubelet],
 ) -> Iterator[ManagedAgent]:
-    from tests.bed.managed_driver import ManagedAgent  # noqa: PLC0415 - see module docstring
+    from testbed.managed_driver import ManagedAgent  # noqa: PLC0415 - see module docstring
 
     a = ManagedAgent(testbed, fake_node, kubelet_dirs, fake_kubelet_factory)
     yield a

@@ -2,7 +2,7 @@
 
 - ``tool_dirs`` (session): Go-built tool directories; ``tool_dirs.require("plugins")`` skips the
   test, naming the reason, when that tool is not built.
-- ``testbed`` (session): a running bed (see ``tests.bed.bed.TestBed``). Started once per session,
+- ``testbed`` (session): a running bed (see ``testbed.bed.TestBed``). Started once per session,
   or attached to the bed named by ``$TESTBED_STATE`` (``eval "$(scripts/testbed up)"``). Logs are
   kept, and their path printed, when any test of the session failed.
 - ``k8s_namespace`` (function): a fresh namespace with its ``default`` ServiceAccount, deleted after.
@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
-from tests.bed.tools import ToolSet, ToolUnavailable
+from testbed.tools import ToolSet, ToolUnavailable
 
 if TYPE_CHECKING:
-    from tests.bed.bed import TestBed
+    from testbed.bed import TestBed
 
 
 def _skip_missing(err: ToolUnavailable) -> NoReturn:
@@ -48,8 +48,8 @@ def _report(config: pytest.Config, line: str) -> None:
 
 @pytest.fixture(scope="session")
 def testbed(request: pytest.FixtureRequest, tool_dirs: ToolSet) -> Iterator[TestBed]:
-    from tests.bed import controlplane  # noqa: PLC0415 - see module docstring
-    from tests.bed.bed import TestBed  # noqa: PLC0415 - see module docstring
+    from testbed import controlplane  # noqa: PLC0415 - see module docstring
+    from testbed.bed import TestBed  # noqa: PLC0415 - see module docstring
 
     attach_to = os.environ.get("TESTBED_STATE")
     if attach_to:
@@ -86,7 +86,7 @@ def k8s_namespace(request: pytest.FixtureRequest, testbed: TestBed) -> Iterator[
     from kubernetes import client  # noqa: PLC0415 - see module docstring
     from kubernetes.client.exceptions import ApiException  # noqa: PLC0415 - see module docstring
 
-    from tests.bed.waiting import wait_for  # noqa: PLC0415 - see module docstring
+    from testbed.waiting import wait_for  # noqa: PLC0415 - see module docstring
 
     core = client.CoreV1Api(testbed.api_client)
     name = testbed.create_namespace(_namespace_name(request.node.name))

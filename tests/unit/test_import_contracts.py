@@ -63,7 +63,11 @@ def test_the_tree_keeps_every_contract(tree: Path) -> None:
         ("sriov_dra.recovery.repair", "import sriov_dra.prepare.managed", "driver layers"),
         ("sriov_dra.prepare.podnetworks", "import kubernetes", "flows and state reach the API server"),
         ("plugins.recorder", "import cni_shim.errors", "the contract and the test plugins import no product"),
-        ("sriov_lib.quickjson", "import sriov_contract.keys", "the shared helpers import only the standard library"),
+        (
+            "sriov_lib.quickjson",
+            "import sriov_contract.keys",
+            "the shared helpers import only the standard library",
+        ),
         ("sriov_lib.durable", "import yaml", "the shared helpers import only the standard library"),
         ("sriov_operator.core.plan", "import kubernetes", "the operator's pure core imports no adapter"),
         ("sriov_operator.core.plan", "import sriov_operator.kube.api", "operator layers"),

@@ -12,8 +12,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.bed.bed import TestBed
-from tests.bed.waiting import wait_for
+from testbed.bed import TestBed
+from testbed.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.bed.processes import is_running
-from tests.bed.runstate import load
-from tests.bed.tools import REPO_ROOT, ToolSet
+from testbed.processes import is_running
+from testbed.runstate import load
+from testbed.tools import REPO_ROOT, ToolSet
 
 pytestmark = pytest.mark.integration
 

@@ -6,8 +6,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.bed.access import FIELD_MANAGER
-from tests.bed.bed import TestBed
+from testbed.access import FIELD_MANAGER
+from testbed.bed import TestBed
 
 pytestmark = pytest.mark.integration
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.bed import controlplane, processes
-from tests.bed.tools import ToolSet
+from testbed import controlplane, processes
+from testbed.tools import ToolSet
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bed import e2e
+from testbed import e2e
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
 

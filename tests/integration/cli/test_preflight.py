@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from sriov_dra.cli.preflight import DRIVER_RIGHTS
-from tests.bed.managed_driver import IDENTITY
+from testbed.managed_driver import IDENTITY
 from tests.support.deploy import DEPLOY_DIR
 
 pytestmark = pytest.mark.integration

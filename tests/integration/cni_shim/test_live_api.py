@@ -17,9 +17,9 @@ import pytest
 from kubernetes import client
 
 from sriov_contract import keys
-from tests.bed.apiobjects import annotations_of, as_object
-from tests.bed.bed import TestBed
-from tests.bed.cni_objects import NAD_API, bind_by_hand, create_nad, create_pod
+from testbed.apiobjects import annotations_of, as_object
+from testbed.bed import TestBed
+from testbed.cni_objects import NAD_API, bind_by_hand, create_nad, create_pod
 from tests.support.cni import ptp_host_local, run_cni
 from tests.support.cni_daemon import CNI_RULES, CNI_USER, shim_bin_dir
 

@@ -12,8 +12,8 @@ import pytest
 from kubernetes import client
 
 from sriov_contract import keys
-from tests.bed.bed import TestBed
-from tests.bed.cni_objects import create_nad, create_pod
+from testbed.bed import TestBed
+from testbed.cni_objects import create_nad, create_pod
 from tests.support.cni import run_cni
 from tests.support.cni_daemon import CNI_RULES, CNI_USER, shim_bin_dir
 

@@ -16,7 +16,7 @@ import pytest
 from kubernetes import client
 
 from cni_shim import launcher
-from tests.bed.apiobjects import uid_of
+from testbed.apiobjects import uid_of
 from tests.support.cni_daemon import CNI_RULES, CNI_USER, SHIM
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns, pytest.mark.slow]

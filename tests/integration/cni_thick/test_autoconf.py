@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.bed.cni_objects import create_pod
-from tests.bed.waiting import wait_for
+from testbed.cni_objects import create_pod
+from testbed.waiting import wait_for
 from tests.support.cni import run_cni
 from tests.support.cni_daemon import DAEMON, DaemonProc, pod_args, shim_bin_dir
 

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.bed.apiobjects import name_of
-from tests.bed.cni_objects import create_pod
-from tests.bed.waiting import wait_for
+from testbed.apiobjects import name_of
+from testbed.cni_objects import create_pod
+from testbed.waiting import wait_for
 from tests.support.cni_daemon import DAEMON_USER, SANDBOX, pod_args, run_shim, shim_conf
 
 CID = "c0ffee"

@@ -12,8 +12,8 @@ import pytest
 from kubernetes import client
 
 from sriov_contract import keys
-from tests.bed.cni_objects import create_nad, create_pod
-from tests.bed.waiting import wait_for
+from testbed.cni_objects import create_nad, create_pod
+from testbed.waiting import wait_for
 from tests.support.cni_daemon import DAEMON_USER, pod_args, run_shim, shim_conf
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]

@@ -15,9 +15,9 @@ import pytest
 from kubernetes import client
 
 from sriov_contract import keys
-from tests.bed.apiobjects import annotations_of, meta
-from tests.bed.cni_objects import bind_by_hand, create_nad, create_pod
-from tests.bed.waiting import wait_for
+from testbed.apiobjects import annotations_of, meta
+from testbed.cni_objects import bind_by_hand, create_nad, create_pod
+from testbed.waiting import wait_for
 from tests.support.cni_daemon import DAEMON_USER, pod_args, run_shim, shim_conf
 
 pytestmark = [pytest.mark.integration]

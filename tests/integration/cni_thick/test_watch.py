@@ -10,7 +10,7 @@ import pytest
 
 from cni_shim.kube.daemon_client import ApiServer
 from cni_shim.kube.paths import NAD_GROUP_PATH
-from tests.bed.cni_objects import create_nad
+from testbed.cni_objects import create_nad
 
 pytestmark = pytest.mark.integration
 

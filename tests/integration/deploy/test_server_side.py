@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.bed import access
+from testbed import access
 from tests.support.deploy import (
     CNI_NAMESPACE,
     CNI_NEEDS,

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.bed.claims import allocated_claim, claim_ref, custom_objects
-from tests.bed.node_agent import DRIVER, node_slices, put_attributes, put_policy, vf_names, wait_published
-from tests.bed.waiting import wait_for
+from testbed.claims import allocated_claim, claim_ref, custom_objects
+from testbed.node_agent import DRIVER, node_slices, put_attributes, put_policy, vf_names, wait_published
+from testbed.waiting import wait_for
 from tests.support.kubelet import KubeletDirs
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]

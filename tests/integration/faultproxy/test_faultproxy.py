@@ -19,9 +19,9 @@ import urllib3
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
-from tests.bed import faultproxy
-from tests.bed.faultproxy import FaultProxy
-from tests.bed.waiting import wait_for
+from testbed import faultproxy
+from testbed.faultproxy import FaultProxy
+from testbed.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -16,10 +16,10 @@ from kubernetes import client
 
 from sriov_contract.keys import NETWORK_STATUS_ANNOTATION
 from sriov_dra.kube.resources import KubeClaims
-from tests.bed.apiobjects import present
-from tests.bed.audit import AuditEvent
-from tests.bed.bed import TestBed
-from tests.bed.claims import (
+from testbed.apiobjects import present
+from testbed.audit import AuditEvent
+from testbed.bed import TestBed
+from testbed.claims import (
     RESOURCE_API,
     allocated_claim,
     create_pod,
@@ -27,9 +27,9 @@ from tests.bed.claims import (
     get_claim,
     wait_reserved,
 )
-from tests.bed.managed_driver import binding_of, put_nad, shadows, sriov_config, start_agent
-from tests.bed.node_agent import DRIVER
-from tests.bed.waiting import wait_for
+from testbed.managed_driver import binding_of, put_nad, shadows, sriov_config, start_agent
+from testbed.node_agent import DRIVER
+from testbed.waiting import wait_for
 from tests.support.deploy import DRIVER_NAMESPACE, DRIVER_SA, service_account_user
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns, pytest.mark.usefixtures("released_workloads")]

@@ -10,9 +10,9 @@ import pytest
 from kubernetes import client
 
 from sriov_contract.keys import PROTECTION_FINALIZER
-from tests.bed import faultproxy
-from tests.bed.claims import NO_IMAGE, allocated_claim, create_pod, custom_objects, wait_reserved
-from tests.bed.managed_driver import (
+from testbed import faultproxy
+from testbed.claims import NO_IMAGE, allocated_claim, create_pod, custom_objects, wait_reserved
+from testbed.managed_driver import (
     IDENTITY,
     NAD,
     NADS,
@@ -26,8 +26,8 @@ from tests.bed.managed_driver import (
     sriov_config,
     start_agent,
 )
-from tests.bed.node_agent import DRIVER, wait_published
-from tests.bed.waiting import wait_for
+from testbed.node_agent import DRIVER, wait_published
+from testbed.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns, pytest.mark.usefixtures("released_workloads")]
 

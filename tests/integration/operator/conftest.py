@@ -12,10 +12,10 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.bed.apiobjects import as_object, items_of
-from tests.bed.bed import TestBed
-from tests.bed.operator import DRIVER_GROUP, DRIVER_VERSION, GROUP, VERSION, Operator, issue_operator_identity
-from tests.bed.waiting import wait_for
+from testbed.apiobjects import as_object, items_of
+from testbed.bed import TestBed
+from testbed.operator import DRIVER_GROUP, DRIVER_VERSION, GROUP, VERSION, Operator, issue_operator_identity
+from testbed.waiting import wait_for
 
 DUAL_RAIL = {"networking.example.com/dual-rail": "true"}
 

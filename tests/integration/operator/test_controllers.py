@@ -13,8 +13,8 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from sriov_operator.core.render import render_nad
-from tests.bed import faultproxy
-from tests.bed.waiting import wait_for
+from testbed import faultproxy
+from testbed.waiting import wait_for
 from tests.integration.operator.conftest import DUAL_RAIL, INTERFACES, network, rail_policy
 from tests.support.deploy import OPERATOR_SA, service_account_user
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from tests.bed.waiting import wait_for
+from testbed.waiting import wait_for
 from tests.integration.operator.conftest import DUAL_RAIL, INTERFACES, rail_policy
 
 pytestmark = pytest.mark.integration

@@ -1,5 +1,5 @@
 """API faults on sriov-operator's writes, injected on the wire by the bed's fault proxy in front of
-the real API server (tests/bed/faultproxy.py), under the shipped RBAC.
+the real API server (testbed/faultproxy.py), under the shipped RBAC.
 
 Each cell: the fault fires, the affected condition says so (or the lost reply goes unnoticed),
 and once the API behaves the controllers converge by themselves (every reaction here comes from
@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.bed import faultproxy
-from tests.bed.waiting import wait_for
+from testbed import faultproxy
+from testbed.waiting import wait_for
 from tests.integration.operator.conftest import DUAL_RAIL, INTERFACES, network, rail_policy
 
 pytestmark = pytest.mark.integration

@@ -1,6 +1,6 @@
 """`sriov-operator node-state` against the real API server, under its shipped RBAC
 (deploy/operator/node-state.yaml), reading a sysfs-shaped tree laid out as the kernel does
-(tests/bed/fakesysfs.py); and the node-policy controller detecting overlap from what it wrote."""
+(testbed/fakesysfs.py); and the node-policy controller detecting overlap from what it wrote."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from tests.bed.fakesysfs import FakeSysfs
-from tests.bed.operator import issue_node_state_identity
-from tests.bed.sriov_topology import NodePlan, parse_topology, plan_node
-from tests.bed.waiting import wait_for
+from testbed.fakesysfs import FakeSysfs
+from testbed.operator import issue_node_state_identity
+from testbed.sriov_topology import NodePlan, parse_topology, plan_node
+from testbed.waiting import wait_for
 from tests.integration.operator.conftest import DUAL_RAIL
 from tests.support.cni import load_two_rail
 from tests.support.deploy import NODE_STATE_SA, service_account_user

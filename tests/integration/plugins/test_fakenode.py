@@ -4,8 +4,8 @@ import sys
 
 import pytest
 
-from tests.bed.fakenode import STATE_FILE, FakeNode, teardown
-from tests.bed.waiting import wait_for
+from testbed.fakenode import STATE_FILE, FakeNode, teardown
+from testbed.waiting import wait_for
 from tests.support.cni import REPO, TWO_RAIL, load_two_rail, ns_links
 
 pytestmark = pytest.mark.netns
@@ -64,7 +64,7 @@ def test_teardown_after_a_crashed_creator(tmp_path):
     root = tmp_path / "sys"
     # A separate process brings the node up and dies without cleaning anything.
     code = (
-        "import os, sys, yaml; from pathlib import Path; from tests.bed.fakenode import FakeNode;"
+        "import os, sys, yaml; from pathlib import Path; from testbed.fakenode import FakeNode;"
         f"FakeNode.up(yaml.safe_load(open({str(TWO_RAIL)!r})), Path({str(root)!r})); os._exit(9)"
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)

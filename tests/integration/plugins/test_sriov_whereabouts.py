@@ -7,7 +7,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.bed.apiobjects import as_object
+from testbed.apiobjects import as_object
 from tests.support.cni import assert_vf_home, ipv4_addresses, ns_links, run_cni
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]

@@ -30,10 +30,10 @@ from sriov_dra.core.shadowspec import shadow_object
 from sriov_dra.model import DRIVER_NAME
 from sriov_dra.prepare.crashpoints import CRASH_ENV, CRASH_EXIT, PREPARE_STEPS, UNPREPARE_STEPS
 from sriov_dra.state.cdi import CdiDir
-from tests.bed import faultproxy
-from tests.bed.apiobjects import as_object
-from tests.bed.claims import allocated_claim, custom_objects
-from tests.bed.managed_driver import (
+from testbed import faultproxy
+from testbed.apiobjects import as_object
+from testbed.claims import allocated_claim, custom_objects
+from testbed.managed_driver import (
     IDENTITY,
     NAD,
     NADS,
@@ -45,8 +45,8 @@ from tests.bed.managed_driver import (
     sriov_config,
     start_agent,
 )
-from tests.bed.node_agent import put_policy, wait_published
-from tests.bed.waiting import wait_for
+from testbed.node_agent import put_policy, wait_published
+from testbed.waiting import wait_for
 from tests.support.deploy import DRIVER_NAMESPACE
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns, pytest.mark.usefixtures("released_workloads")]

@@ -20,9 +20,9 @@ from sriov_dra import reasons
 from sriov_dra.core.claimrecord import ClaimRecord
 from sriov_dra.core.passdrift import PassListing
 from sriov_dra.recovery.repair import RepairWorker
-from tests.bed.audit import AuditEvent
-from tests.bed.claims import allocated_claim, create_pod
-from tests.bed.managed_driver import (
+from testbed.audit import AuditEvent
+from testbed.claims import allocated_claim, create_pod
+from testbed.managed_driver import (
     IDENTITY,
     NAD,
     NADS,
@@ -33,8 +33,8 @@ from tests.bed.managed_driver import (
     sriov_config,
     start_agent,
 )
-from tests.bed.repair_service import in_process_service
-from tests.bed.waiting import wait_for
+from testbed.repair_service import in_process_service
+from testbed.waiting import wait_for
 from tests.support.deploy import DRIVER_NAMESPACE, DRIVER_SA, service_account_user
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns, pytest.mark.usefixtures("released_workloads")]

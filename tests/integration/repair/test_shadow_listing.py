@@ -15,7 +15,7 @@ import sriov_dra.kube.resources
 from sriov_contract.keys import MANAGED_BY_LABEL, MANAGED_BY_VALUE, NODE_UID_LABEL
 from sriov_dra.apierrors import ApiError
 from sriov_dra.kube.resources import KubeShadowLister
-from tests.bed import faultproxy
+from testbed import faultproxy
 
 pytestmark = pytest.mark.integration
 

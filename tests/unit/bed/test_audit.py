@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.bed.audit import ANY, AuditLog
-from tests.bed.waiting import WaitTimeout
+from testbed.audit import ANY, AuditLog
+from testbed.waiting import WaitTimeout
 
 
 def event(

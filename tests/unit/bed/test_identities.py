@@ -12,7 +12,7 @@ from cryptography.x509.oid import NameOID
 from kubernetes import client
 from kubernetes import config as kube_config
 
-from tests.bed import kubeconfig, pki
+from testbed import kubeconfig, pki
 
 
 def test_client_cert_names_user_and_groups(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.bed import images, realnode
+from testbed import images, realnode
 
 
 def _members(data: bytes) -> dict[str, tarfile.TarInfo]:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.bed import runstate
-from tests.bed.processes import is_running, launch, start_ticks, stop
-from tests.bed.waiting import wait_for
+from testbed import runstate
+from testbed.processes import is_running, launch, start_ticks, stop
+from testbed.waiting import wait_for
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ from typing import NoReturn
 
 import pytest
 
-from tests.bed import controlplane
-from tests.bed.tools import COMPONENTS, REPO_ROOT, ToolSet, ToolUnavailable, parse_print_dir, status_of
+from testbed import controlplane
+from testbed.tools import COMPONENTS, REPO_ROOT, ToolSet, ToolUnavailable, parse_print_dir, status_of
 
 
 def test_print_dir_output_is_parsed() -> None:
@@ -55,7 +55,7 @@ def test_build_tools_prints_every_component_dir() -> None:
 
 def run_cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tests.bed", "--root", str(root), *args],
+        [sys.executable, "-m", "testbed", "--root", str(root), *args],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,

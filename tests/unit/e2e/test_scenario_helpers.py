@@ -10,8 +10,8 @@ import pytest
 from kubernetes import client
 
 from sriov_contract import keys
-from tests.bed import e2e
-from tests.bed.kubelet_sim import (
+from testbed import e2e
+from testbed.kubelet_sim import (
     KubeletError,
     PodRecord,
     Sandbox,

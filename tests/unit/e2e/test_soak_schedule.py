@@ -1,11 +1,11 @@
-"""The soak's seeded kill schedule (tests/bed/soak.py): what a seed names must be the same every
+"""The soak's seeded kill schedule (testbed/soak.py): what a seed names must be the same every
 time, cover every kind and both nodes, and leave the end of the run alone."""
 
 from __future__ import annotations
 
 from collections import Counter
 
-from tests.bed import soak
+from testbed import soak
 
 
 def test_a_seed_names_one_schedule_and_another_seed_another() -> None:

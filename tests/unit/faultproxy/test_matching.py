@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.bed import faultproxy
-from tests.bed.faultproxy import ApiTarget, Rule, parse_target, verb_of
+from testbed import faultproxy
+from testbed.faultproxy import ApiTarget, Rule, parse_target, verb_of
 
 NS = "ai-workloads"
 

@@ -3,8 +3,8 @@ import os
 import pytest
 
 from sriov_contract.errors import ReasonedError
-from tests.bed.fakesysfs import FakeSysfs, remove_tree
-from tests.bed.sriov_topology import parse_topology, plan_node, vf_bdf
+from testbed.fakesysfs import FakeSysfs, remove_tree
+from testbed.sriov_topology import parse_topology, plan_node, vf_bdf
 from tests.support.cni import load_two_rail
 
 

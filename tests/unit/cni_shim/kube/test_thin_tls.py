@@ -16,7 +16,7 @@ import pytest
 from cni_shim.errors import KubeApiError
 from cni_shim.kube.kubeconfig import Connection
 from cni_shim.kube.thin_client import KubeClient, ssl_context
-from tests.bed.pki import CertificateAuthority
+from testbed.pki import CertificateAuthority
 from tests.support.httpjson import send_json
 
 

@@ -12,9 +12,9 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import grpc
 import pytest
-from sriov_dra.kubeletplugin.gen import dra_v1_pb2, dra_v1beta1_pb2, pluginregistration_v1_pb2
 
 from sriov_dra.kubeletplugin.api import ClaimRef, DeviceResult, PrepareOutcome
+from sriov_dra.kubeletplugin.gen import dra_v1_pb2, dra_v1beta1_pb2, pluginregistration_v1_pb2
 from sriov_dra.kubeletplugin.server import KubeletPlugin, SocketPaths
 from tests.support.kubelet import KubeletDirs
 

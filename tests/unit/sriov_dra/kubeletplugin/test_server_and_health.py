@@ -5,9 +5,9 @@ from collections.abc import Mapping, Sequence
 
 import grpc
 import pytest
-from sriov_dra.kubeletplugin.gen import health_v1_pb2
 
 from sriov_dra.kubeletplugin.api import ClaimRef, DeviceResult, PrepareOutcome
+from sriov_dra.kubeletplugin.gen import health_v1_pb2
 from sriov_dra.kubeletplugin.health import HealthServer
 from sriov_dra.kubeletplugin.server import KubeletPlugin, SocketPaths
 

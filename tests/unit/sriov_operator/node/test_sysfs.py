@@ -6,8 +6,8 @@ import pytest
 
 from sriov_operator.node.sysfs import read_pfs
 from sriov_operator.reasons import NODE_INVENTORY_UNREADABLE, OperatorError
-from tests.bed.fakesysfs import FakeSysfs
-from tests.bed.sriov_topology import parse_topology, plan_node
+from testbed.fakesysfs import FakeSysfs
+from testbed.sriov_topology import parse_topology, plan_node
 from tests.support.cni import load_two_rail
 
 

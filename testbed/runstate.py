@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.bed.processes import ProcessRecord, is_running, start_ticks, stop
+from testbed.processes import ProcessRecord, is_running, start_ticks, stop
 
 STATE_FILE = "state.json"
 

@@ -3,7 +3,7 @@
 The kubelet takes over the bed's Node object (``--hostname-override``), runs Pods through
 containerd's CRI with the bed's CNI configuration directory (our cni-shim's conf first), and runs
 the DRA plugin registry at ``<root-dir>/plugins_registry``, where the driver registers over its
-real sockets. Images are built locally (tests/bed/images.py) and imported; nothing is pulled.
+real sockets. Images are built locally (testbed/images.py) and imported; nothing is pulled.
 
 What the host needed, and why, is commented next to each setting in :func:`kubelet_config` and
 :func:`containerd_config`. Teardown (:meth:`RealNode.stop`) leaves nothing behind: it stops and
@@ -30,10 +30,10 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from sriov_contract.errors import ReasonedError
-from tests.bed import images, processes
-from tests.bed.processes import ProcessRecord, free_port, launch, log_tail
-from tests.bed.tools import ToolSet, ToolUnavailable
-from tests.bed.waiting import WaitTimeout, wait_for
+from testbed import images, processes
+from testbed.processes import ProcessRecord, free_port, launch, log_tail
+from testbed.tools import ToolSet, ToolUnavailable
+from testbed.waiting import WaitTimeout, wait_for
 
 NODE_COMPONENTS = ("kubelet", "containerd", "runc", "pause", "crictl")
 CRI_NAMESPACE = "k8s.io"  # containerd's namespace for everything the CRI plugin manages
@@ -433,7 +433,7 @@ class RealNode:
     def _launch(
         self, name: str, argv: Sequence[str], log: Path
     ) -> tuple[subprocess.Popen[bytes], ProcessRecord]:
-        # Through tests.bed.processes: its own process group, and it dies with the test session.
+        # Through testbed.processes: its own process group, and it dies with the test session.
         return launch(name, argv, log, cwd=self.dir, die_with_parent=True, env=self.env)
 
     def ctr(self, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:

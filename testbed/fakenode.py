@@ -5,7 +5,7 @@ Every PF and VF is one end of a veth pair whose other end sits on a per-PF bridg
 other like VFs on one embedded switch. Deleting the wire namespace destroys every pair wherever its
 VF end lives, which is what makes teardown complete even after a crash.
 
-Run as ``python -m tests.bed.fakenode up|down|status`` (or ``scripts/fake-sriov-node``).
+Run as ``python -m testbed.fakenode up|down|status`` (or ``scripts/fake-sriov-node``).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import yaml
 from pyroute2 import IPRoute, NetNS, netns
 
 from sriov_contract.errors import ReasonedError
-from tests.bed.fakesysfs import OWNED_ENTRIES, FakeSysfs, remove_tree
-from tests.bed.sriov_topology import (
+from testbed.fakesysfs import OWNED_ENTRIES, FakeSysfs, remove_tree
+from testbed.sriov_topology import (
     GpuRecord,
     NetFunction,
     NodePlan,

@@ -18,8 +18,8 @@ from typing import Any
 import grpc
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from sriov_dra.kubeletplugin.gen import dra_v1_pb2, pluginregistration_v1_pb2
 
+from sriov_dra.kubeletplugin.gen import dra_v1_pb2, pluginregistration_v1_pb2
 from sriov_dra.kubeletplugin.server import unary_service
 from tests.support.gpu import GPU_DRIVER
 

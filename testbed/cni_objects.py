@@ -10,7 +10,7 @@ from typing import Any
 from kubernetes import client
 
 from sriov_contract import keys
-from tests.bed.apiobjects import as_object
+from testbed.apiobjects import as_object
 from tests.support.cni_shim import managed_shadow, registry_annotation
 
 NAD_API = ("k8s.cni.cncf.io", "v1", "network-attachment-definitions")

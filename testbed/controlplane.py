@@ -19,11 +19,11 @@ from pathlib import Path
 from kubernetes import config as kube_config
 
 from sriov_contract.errors import ReasonedError
-from tests.bed import audit, bootstrap, kubeconfig, pki, probes, runstate
-from tests.bed.bed import TestBed
-from tests.bed.processes import free_port, launch, log_tail
-from tests.bed.tools import REPO_ROOT, ToolSet
-from tests.bed.waiting import WaitTimeout, wait_for
+from testbed import audit, bootstrap, kubeconfig, pki, probes, runstate
+from testbed.bed import TestBed
+from testbed.processes import free_port, launch, log_tail
+from testbed.tools import REPO_ROOT, ToolSet
+from testbed.waiting import WaitTimeout, wait_for
 
 CRD_DIR = REPO_ROOT / "deploy" / "crds"
 # The operator path's CRDs ship in its overlay; the bed serves both paths.

@@ -10,9 +10,9 @@ from typing import Any
 
 from kubernetes import client
 
-from tests.bed.apiobjects import as_object
-from tests.bed.bed import TestBed
-from tests.bed.waiting import wait_for
+from testbed.apiobjects import as_object
+from testbed.bed import TestBed
+from testbed.waiting import wait_for
 
 RESOURCE_API = ("resource.k8s.io", "v1")
 # The image is never pulled: without a kubelet nothing runs the Pod.

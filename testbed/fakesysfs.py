@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 from sriov_contract.errors import ReasonedError
-from tests.bed.sriov_topology import BRIDGE_CLASS, GPU_CLASS, NET_CLASS, NodePlan
+from testbed.sriov_topology import BRIDGE_CLASS, GPU_CLASS, NET_CLASS, NodePlan
 
 # Top-level entries this module creates below the root; teardown removes exactly these.
 OWNED_ENTRIES = ("devices", "bus", "class")

@@ -15,12 +15,12 @@ from kubernetes.client.exceptions import ApiException
 from sriov_contract.binding import parse_binding
 from sriov_contract.keys import BINDING_ANNOTATION, NETWORKS_ANNOTATION, REGISTRY_ANNOTATION
 from sriov_contract.registry import parse_registry
-from tests.bed.apiobjects import as_object, items_of, name_of
-from tests.bed.bed import TestBed
-from tests.bed.claims import claim_ref, custom_objects
-from tests.bed.fakenode import FakeNode
-from tests.bed.node_agent import DRIVER, Agent, put_attributes, put_policy, wait_published
-from tests.bed.waiting import wait_for
+from testbed.apiobjects import as_object, items_of, name_of
+from testbed.bed import TestBed
+from testbed.claims import claim_ref, custom_objects
+from testbed.fakenode import FakeNode
+from testbed.node_agent import DRIVER, Agent, put_attributes, put_policy, wait_published
+from testbed.waiting import wait_for
 from tests.support.deploy import DEPLOY_DIR, DRIVER_NAMESPACE, DRIVER_SA, load_documents, service_account_user
 from tests.support.kubelet import FakeKubelet, KubeletDirs
 

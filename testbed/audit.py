@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.bed.waiting import wait_for
+from testbed.waiting import wait_for
 
 ANY: Any = object()
 

@@ -14,15 +14,15 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from tests.bed import processes
-from tests.bed.apiobjects import items_of
-from tests.bed.bed import TestBed
-from tests.bed.claims import custom_objects
-from tests.bed.fakenode import FakeNode
-from tests.bed.waiting import wait_for
+from testbed import processes
+from testbed.apiobjects import items_of
+from testbed.bed import TestBed
+from testbed.claims import custom_objects
+from testbed.fakenode import FakeNode
+from testbed.waiting import wait_for
 from tests.support.kubelet import KubeletDirs
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 DRIVER = "sriovnetwork.k8snetworkplumbingwg.io"
 GROUP_VERSION = f"{DRIVER}/v1alpha1"
 

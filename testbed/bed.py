@@ -13,11 +13,11 @@ from kubernetes import config as kube_config
 from kubernetes.client.exceptions import ApiException
 
 from sriov_contract.errors import ReasonedError
-from tests.bed import access, kubeconfig, pki, probes, runstate
-from tests.bed.audit import AuditLog
-from tests.bed.processes import is_running, peak_rss_kib
-from tests.bed.tools import ToolSet
-from tests.bed.waiting import wait_for
+from testbed import access, kubeconfig, pki, probes, runstate
+from testbed.audit import AuditLog
+from testbed.processes import is_running, peak_rss_kib
+from testbed.tools import ToolSet
+from testbed.waiting import wait_for
 
 
 class TestBed:

@@ -22,10 +22,10 @@ from kubernetes import client
 from kubernetes import config as kube_config
 from kubernetes.client.exceptions import ApiException
 
-from tests.bed import processes
-from tests.bed.apiobjects import present
-from tests.bed.bed import TestBed
-from tests.bed.waiting import wait_for
+from testbed import processes
+from testbed.apiobjects import present
+from testbed.bed import TestBed
+from testbed.waiting import wait_for
 from tests.support.deploy import (
     NODE_STATE_SA,
     OPERATOR_DIR,
@@ -37,7 +37,7 @@ from tests.support.deploy import (
 
 GROUP, VERSION = "sriovnetwork.openshift.io", "v1"
 DRIVER_GROUP, DRIVER_VERSION = "sriovnetwork.k8snetworkplumbingwg.io", "v1alpha1"
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 RBAC_KINDS = ("ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")

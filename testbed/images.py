@@ -97,7 +97,7 @@ def docker_archive(ref: str, layer: bytes, config: dict[str, object], out: Path)
         "os": "linux",
         "config": config,
         "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_id}"]},
-        "history": [{"created_by": "tests/bed/images.py"}],
+        "history": [{"created_by": "testbed/images.py"}],
     }
     config_bytes = json.dumps(image_config, sort_keys=True).encode()
     config_name = hashlib.sha256(config_bytes).hexdigest() + ".json"

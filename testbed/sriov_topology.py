@@ -1,7 +1,7 @@
 """Topology of a simulated SR-IOV node: parse a spec and plan every name, address and sysfs path.
 
 Pure and deterministic: given a spec and a run prefix it returns the same plan, so the executor in
-``tests.bed.fakenode`` and its crash recovery agree on exactly what a run owns.
+``testbed.fakenode`` and its crash recovery agree on exactly what a run owns.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """`make soak`: managed Pods created and deleted on two real nodes while a seeded schedule kills
-the driver, cni-shim-daemon and the kubelet at random moments (tests/bed/e2e.py, second_node).
+the driver, cni-shim-daemon and the kubelet at random moments (testbed/e2e.py, second_node).
 
 Bounded in count and in time, it stops by itself. Each Pod gets one VF on each rail; every Pod
 that reached Running must have exactly its managed interfaces; at the end nothing may be left:
@@ -25,7 +25,7 @@ from kubernetes.client.exceptions import ApiException
 
 from sriov_contract import keys
 from sriov_contract.errors import ReasonedError
-from tests.bed import e2e
+from testbed import e2e
 from tests.support.cni import ipv4_addresses
 
 KINDS = ("driver", "daemon", "kubelet")

@@ -17,7 +17,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.bed.waiting import wait_for
+from testbed.waiting import wait_for
 
 NODE_ALLOCATABLE = {"cpu": "64", "memory": "256Gi", "pods": "110"}
 

@@ -1,7 +1,7 @@
 """The product's main job end to end (spec 14.2, 14.4, 16.2): two GPU/NIC pairs on one node.
 
 Everything is real except the hardware: the bed's API server, controller-manager and scheduler,
-the real kubelet with containerd and runc (tests/bed/realnode.py), ``sriov-dra-driver`` with
+the real kubelet with containerd and runc (testbed/realnode.py), ``sriov-dra-driver`` with
 auto-attach registered through the kubelet's plugin registry over its real unix sockets,
 ``cni-shim`` installed as the node's CNI (thick, with ``cni-shim-daemon`` and live reads, or thin),
 ``plugins/sriov`` on the fake node's veth VFs with real whereabouts, and ptp + host-local as the
@@ -42,16 +42,16 @@ from cni_shim import launcher
 from plugins.sriov import state as sriov_state
 from sriov_contract import keys
 from sriov_contract.errors import ReasonedError
-from tests.bed import bootstrap, processes, realnode
-from tests.bed.apiobjects import as_object, items_of
-from tests.bed.bed import TestBed
-from tests.bed.bound_token import BoundToken, node_bound_kubeconfig
-from tests.bed.fakenode import FakeNode
-from tests.bed.gpu_plugin import GpuPlugin
-from tests.bed.kubelet_sim import Cnitool, PodRecord, Sandbox, SimulatedKubelet
-from tests.bed.sriov_topology import VfRecord
-from tests.bed.tools import ToolSet
-from tests.bed.waiting import WaitTimeout, wait_for
+from testbed import bootstrap, processes, realnode
+from testbed.apiobjects import as_object, items_of
+from testbed.bed import TestBed
+from testbed.bound_token import BoundToken, node_bound_kubeconfig
+from testbed.fakenode import FakeNode
+from testbed.gpu_plugin import GpuPlugin
+from testbed.kubelet_sim import Cnitool, PodRecord, Sandbox, SimulatedKubelet
+from testbed.sriov_topology import VfRecord
+from testbed.tools import ToolSet
+from testbed.waiting import WaitTimeout, wait_for
 from tests.support.cni import (
     WHEREABOUTS_CRDS,
     host_link,
@@ -64,7 +64,7 @@ from tests.support.cni import (
 from tests.support.gpu import GPU_DRIVER, gpu_slice
 from tests.support.kubelet import FakeKubelet, wait_for_socket
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "docs" / "examples"
 DRIVER = keys.DOMAIN
 POLICY_NS = "dra-driver-sriov"  # where deploy/ puts the driver, its ServiceAccount and its policies

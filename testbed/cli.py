@@ -14,10 +14,10 @@ from pathlib import Path
 import click
 
 from sriov_contract.errors import ReasonedError
-from tests.bed import controlplane, runstate
-from tests.bed.bed import TestBed
-from tests.bed.processes import is_running, log_tail
-from tests.bed.tools import ToolSet
+from testbed import controlplane, runstate
+from testbed.bed import TestBed
+from testbed.processes import is_running, log_tail
+from testbed.tools import ToolSet
 
 CLI_RUN_ID = "cli"
 

@@ -17,7 +17,7 @@ from typing import Any
 from kubernetes import client, dynamic
 from kubernetes.client.exceptions import ApiException
 
-from tests.bed.waiting import wait_for
+from testbed.waiting import wait_for
 
 FIELD_MANAGER = "auto-sriov-testbed"
 # Building a DynamicClient runs API discovery (dozens of requests): once per ApiClient is enough.

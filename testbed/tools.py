@@ -16,7 +16,7 @@ from typing import NoReturn
 
 from sriov_contract.errors import ReasonedError
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 BUILD_TOOLS = REPO_ROOT / "scripts" / "build-tools"
 COMPONENTS = (
     "k8s",

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qs, urlsplit
 
-from tests.bed import kubeconfig
+from testbed import kubeconfig
 
 FaultKind = Literal["status", "timeout", "response-lost", "reset", "delay"]
 

@@ -18,8 +18,8 @@ from pathlib import Path
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.bed.apiobjects import present, uid_of
-from tests.bed.bed import TestBed
+from testbed.apiobjects import present, uid_of
+from testbed.bed import TestBed
 
 TOKEN_SECONDS = 3600
 

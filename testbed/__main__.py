@@ -1,0 +1,5 @@
+"""``python -m testbed``: see ``testbed.cli``."""
+
+from testbed.cli import cli
+
+cli()
