@@ -43,9 +43,9 @@ from cni_shim.kube import kubeconfig
 from cni_shim.kube.thin_client import KubeClient
 from testbed import pki
 from testbed.bed import TestBed
+from testbed.cni_daemon import DAEMON_RULES, DaemonProc, shim_conf
+from testbed.nodecni import make_cni_bin_dir
 from testbed.tools import ToolSet
-from tests.support.cni import make_cni_bin_dir
-from tests.support.cni_daemon import DAEMON_RULES, DaemonProc, shim_conf
 
 REPO = Path(__file__).resolve().parents[1]
 MULTUS_RULES = [

@@ -46,23 +46,15 @@ from testbed import bootstrap, processes, realnode
 from testbed.apiobjects import as_object, items_of
 from testbed.bed import TestBed
 from testbed.bound_token import BoundToken, node_bound_kubeconfig
-from testbed.fakenode import FakeNode
-from testbed.gpu_plugin import GpuPlugin
+from testbed.fake_kubelet import FakeKubelet, wait_for_socket
+from testbed.fakenode import FakeNode, load_two_rail
+from testbed.gpu_plugin import GPU_DRIVER, GpuPlugin, gpu_slice
 from testbed.kubelet_sim import Cnitool, PodRecord, Sandbox, SimulatedKubelet
+from testbed.netlinks import host_link, ipv4_addresses, ns_links
+from testbed.nodecni import WHEREABOUTS_CRDS, make_cni_bin_dir, ptp_host_local
 from testbed.sriov_topology import VfRecord
 from testbed.tools import ToolSet
 from testbed.waiting import WaitTimeout, wait_for
-from tests.support.cni import (
-    WHEREABOUTS_CRDS,
-    host_link,
-    ipv4_addresses,
-    load_two_rail,
-    make_cni_bin_dir,
-    ns_links,
-    ptp_host_local,
-)
-from tests.support.gpu import GPU_DRIVER, gpu_slice
-from tests.support.kubelet import FakeKubelet, wait_for_socket
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "docs" / "examples"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Sequence
 from concurrent import futures
 from pathlib import Path
 from typing import Any
@@ -21,9 +22,37 @@ from kubernetes.client.exceptions import ApiException
 
 from sriov_dra.kubeletplugin.gen import dra_v1_pb2, pluginregistration_v1_pb2
 from sriov_dra.kubeletplugin.server import unary_service
-from tests.support.gpu import GPU_DRIVER
+from sriov_dra.model import ATTR_PCIE_ROOT
+from testbed.sriov_topology import GpuRecord
 
 DRA_SERVICE = "k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin"
+GPU_DRIVER = "gpu.nvidia.com"
+
+
+def gpu_slice(node_name: str, gpus: Sequence[GpuRecord]) -> dict[str, Any]:
+    """The NVIDIA driver's publication: one ResourceSlice of full GPUs, each with the PCIe root
+    the scheduler matches the spec 14.2 pairs on (our driver publishes it for its VFs)."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"generateName": f"{node_name}-{GPU_DRIVER}-"},
+        "spec": {
+            "driver": GPU_DRIVER,
+            "nodeName": node_name,
+            "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1},
+            "devices": [
+                {
+                    "name": gpu.name,
+                    "attributes": {
+                        "type": {"string": "gpu"},
+                        ATTR_PCIE_ROOT: {"string": gpu.pcie_root},
+                        "pciBusID": {"string": gpu.pci},
+                    },
+                }
+                for gpu in gpus
+            ],
+        },
+    }
 
 
 class GpuPlugin:

@@ -30,10 +30,10 @@ from kubernetes.client.exceptions import ApiException
 
 from sriov_contract.errors import ReasonedError
 from testbed import e2e
+from testbed.deployment import NODE_STATE_SA, OPERATOR_DIR, OPERATOR_NAMESPACE, OPERATOR_SA
 from testbed.e2e import BIN, FAIL, Check, Process, Result, Stack, Workload, check
 from testbed.operator import GROUP, VERSION, node_state_probe, operator_probe, token_kubeconfig
 from testbed.waiting import WaitTimeout, wait_for
-from tests.support.deploy import NODE_STATE_SA, OPERATOR_DIR, OPERATOR_NAMESPACE, OPERATOR_SA
 
 EXAMPLE = "operator-two-rails.yaml"
 NETWORKS = ("rail-a-net", "rail-b-net")

@@ -26,7 +26,7 @@ from kubernetes.client.exceptions import ApiException
 from sriov_contract import keys
 from sriov_contract.errors import ReasonedError
 from testbed import e2e
-from tests.support.cni import ipv4_addresses
+from testbed.netlinks import ipv4_addresses
 
 KINDS = ("driver", "daemon", "kubelet")
 MANAGED_INTERFACES = ("dra0", "dra1")  # one VF per rail (e2e.rails_workload)

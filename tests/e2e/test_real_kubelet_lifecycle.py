@@ -19,8 +19,8 @@ from kubernetes.client.exceptions import ApiException
 
 from sriov_contract import keys
 from testbed import e2e
+from testbed.netlinks import ipv4_addresses, ns_links
 from testbed.waiting import wait_for
-from tests.support.cni import ipv4_addresses, ns_links
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
 

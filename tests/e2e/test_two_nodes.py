@@ -16,7 +16,7 @@ import netaddr
 import pytest
 
 from testbed import e2e
-from tests.support.cni import ipv4_addresses
+from testbed.netlinks import ipv4_addresses
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
 

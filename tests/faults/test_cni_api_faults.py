@@ -41,9 +41,11 @@ from cni_shim.errors import INTERNAL, TRY_AGAIN_LATER
 from cni_shim.kube import paths
 from sriov_contract import keys
 from testbed import faultproxy
+from testbed.cni_daemon import shim_conf
 from testbed.faultproxy import Fault, FaultProxy, RecordedRequest
-from tests.support.cni import CniRun, host_local_allocations, ns_links
-from tests.support.cni_daemon import pod_args, run_shim, shim_conf
+from testbed.netlinks import ns_links
+from tests.support.cni import CniRun, host_local_allocations
+from tests.support.cni_daemon import pod_args, run_shim
 from tests.support.faultmatrix import FAIL, NA, PASS
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns, pytest.mark.faults]

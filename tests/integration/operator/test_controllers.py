@@ -14,9 +14,9 @@ from kubernetes.client.exceptions import ApiException
 
 from sriov_operator.core.render import render_nad
 from testbed import faultproxy
+from testbed.deployment import OPERATOR_SA, service_account_user
 from testbed.waiting import wait_for
 from tests.integration.operator.conftest import DUAL_RAIL, INTERFACES, network, rail_policy
-from tests.support.deploy import OPERATOR_SA, service_account_user
 
 pytestmark = pytest.mark.integration
 

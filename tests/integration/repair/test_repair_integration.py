@@ -33,6 +33,7 @@ from sriov_dra.state.cdi import CdiDir
 from testbed import faultproxy
 from testbed.apiobjects import as_object
 from testbed.claims import allocated_claim, custom_objects
+from testbed.deployment import DRIVER_NAMESPACE
 from testbed.managed_driver import (
     IDENTITY,
     NAD,
@@ -47,7 +48,6 @@ from testbed.managed_driver import (
 )
 from testbed.node_agent import put_policy, wait_published
 from testbed.waiting import wait_for
-from tests.support.deploy import DRIVER_NAMESPACE
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns, pytest.mark.usefixtures("released_workloads")]
 
