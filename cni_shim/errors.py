@@ -75,7 +75,7 @@ def config_error(message: str) -> "CniError":
     return CniError(reasons.INVALID_NETWORK_CONFIG, message, INVALID_NETWORK_CONFIG)
 
 
-class KubeApiError(CniError):
+class ApiError(CniError):
     """A Kubernetes API request failed; `status` is the HTTP status, 0 for a transport failure."""
 
     def __init__(self, message: str, status: int) -> None:

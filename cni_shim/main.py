@@ -64,9 +64,9 @@ def run(
 
 
 def _real_services(env: dict[str, str]) -> "Services":
-    from cni_shim import wiring  # noqa: PLC0415 - adapters only once the request is valid
+    from cni_shim.app import thin  # noqa: PLC0415 - adapters only once the request is valid
 
-    return wiring.services(env)
+    return thin.services(env)
 
 
 def _environ() -> dict[str, str]:

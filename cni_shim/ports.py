@@ -56,7 +56,7 @@ class ManyNads(Protocol):
 
 
 class EventSink(Protocol):
-    """Where an ADD's Pod Events go (core/v1 Event objects, cni_shim.core.events). Best effort:
+    """Where an ADD's Pod Events go (core/v1 Event objects, cni_shim.core.podevents). Best effort:
     thin mode writes them beside the status write with a short timeout, the daemon after its
     reply; `publish` and `settle` may raise, and the core only logs that."""
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from cni_shim import reasons
 from cni_shim.core import jsonbytes, network
 from cni_shim.core.protocol import validate_ifname
-from cni_shim.errors import INVALID_NETWORK_CONFIG, CniError, KubeApiError, config_error
+from cni_shim.errors import INVALID_NETWORK_CONFIG, ApiError, CniError, config_error
 from sriov_contract import reasons as contract_reasons
 from sriov_contract.networks import NetworkSelection, parse_network_selections
 from sriov_lib.rawjson import JsonObject
@@ -155,7 +155,7 @@ def resolve_network(value: str, namespace: str, conf_dir: str, get_nad: NadGette
                         nad_config(nad, conf_dir), None, f"NetworkAttachmentDefinition {namespace}/{value}"
                     )
                     return cand._replace(name=f"{namespace}/{value}")
-            except KubeApiError:
+            except ApiError:
                 raise  # an unreachable API fails visibly; a local file is no stand-in for a live read
             except CniError:
                 pass  # Multus falls through to a confDir lookup on a missing or unusable NAD

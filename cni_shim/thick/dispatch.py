@@ -17,12 +17,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from cni_shim import handler, reasons, wiring
+from cni_shim import handler, reasons
 from cni_shim.core import cniargs, netconf
 from cni_shim.core.protocol import render_error
 from cni_shim.errors import DECODE_FAILURE, INVALID_ENVIRONMENT, CniError, reason_of
 from cni_shim.ports import KubeApi
-from cni_shim.thick.events import Collector
+from cni_shim.thick.eventqueue import Collector
 
 MAX_BODY = 16 * 1024 * 1024
 # The verbs Multus's daemon refuses when CNI_ARGS does not name the Pod, and whose failures it
@@ -132,7 +132,7 @@ class Dispatcher:
         events: Events,
         log: Callable[..., None],
         *,
-        base_services: Callable[[Mapping[str, str]], handler.Services] = wiring.services,
+        base_services: Callable[[Mapping[str, str]], handler.Services],
         clock: Callable[[], float] = time.monotonic,
         pod_events: PodEvents | None = None,
         drop_keys: Sequence[str] = (),

@@ -58,7 +58,7 @@ def test_the_tree_keeps_every_contract(tree: Path) -> None:
     [
         ("sriov_dra.core.pci", "import subprocess", "the pure cores import no adapter"),
         ("cni_shim.core.protocol", "import sriov_dra.model", "the CNI side and the contract never import"),
-        ("cni_shim.handler", "from cni_shim.kube import thin_client", "CNI layers"),
+        ("cni_shim.handler.add", "from cni_shim.kube import thin_client", "CNI layers"),
         ("sriov_dra.prepare.host", "from sriov_dra.kube import resources", "driver layers"),
         ("sriov_dra.recovery.repair", "import sriov_dra.prepare.managed", "driver layers"),
         ("sriov_dra.prepare.podnetworks", "import kubernetes", "flows and state reach the API server"),

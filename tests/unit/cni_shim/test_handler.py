@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from cni_shim.errors import CniError, KubeApiError
+from cni_shim.errors import ApiError, CniError
 from cni_shim.node.execution import plugin_failure
 
 NETWORKS = "k8s.v1.cni.cncf.io/networks"
@@ -468,7 +468,7 @@ def test_cluster_network_nad_read_failure_is_not_replaced_by_a_local_file(shim):
     (shim.conf_dir / "10-main.conf").write_text(json.dumps(_nad_conf("main", "plug-local")))
 
     def broken(namespace, name):
-        raise KubeApiError("apiserver unavailable", 503)
+        raise ApiError("apiserver unavailable", 503)
 
     shim.kube.get_nad = broken
     out = shim.run("ADD", shim.conf(clusterNetwork="main"))
