@@ -65,12 +65,6 @@ def delegate_error(err: "CniError") -> "CniError":
     return out
 
 
-def reason_of(details: object) -> str:
-    """Our reason from an error JSON's details (the word before the first colon), "" if none."""
-    head = str(details or "").split(":", 1)[0]
-    return head if head.isidentifier() else ""
-
-
 def config_error(message: str) -> "CniError":
     return CniError(reasons.INVALID_NETWORK_CONFIG, message, INVALID_NETWORK_CONFIG)
 

@@ -59,8 +59,10 @@ def run(
                 return forward.run(env, early, daemon)
             read_stdin = lambda: early  # noqa: E731
     from cni_shim import handler  # noqa: PLC0415
+    from cni_shim.core import protocol  # noqa: PLC0415 - the handler has loaded it already
 
-    return handler.invoke(env, read_stdin, services or _real_services)
+    status, out = protocol.render(handler.invoke(env, read_stdin, services or _real_services))
+    return status, out, ""
 
 
 def _real_services(env: dict[str, str]) -> "Services":

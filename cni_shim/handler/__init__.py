@@ -99,12 +99,13 @@ def _cni_version(stdin: bytes) -> str:
 
 def invoke(
     env: dict[str, str], read_stdin: Callable[[], bytes], services: Callable[[dict[str, str]], Services]
-) -> tuple[int, str, str]:
-    """One request from the runtime's environment and stdin; returns (exit status, stdout, stderr).
+) -> protocol.Outcome:
+    """One request from the runtime's environment and stdin: its result or its CniError.
 
     Never raises: the runtime must get CNI error JSON, never a traceback. Thin mode calls this
-    from the executable, thick mode from the daemon's /cni handler, so both answer byte for byte
-    alike. `services` builds the adapters once the environment is valid.
+    from the executable and prints the outcome, thick mode from the daemon's /cni handler and
+    answers it over HTTP, so both answer byte for byte alike (cni_shim.core.protocol.render).
+    `services` builds the adapters once the environment is valid.
     """
     req = protocol.Request.from_env(env, b"")
     stdin = b""
@@ -117,10 +118,10 @@ def invoke(
         req = protocol.Request.from_env(env, stdin)
         result = handle(req, services(env))
     except CniError as err:
-        return 1, protocol.render_error(err, _cni_version(stdin)), ""
+        return protocol.Outcome(error=err, cni_version=_cni_version(stdin))
     except Exception as exc:
         internal = CniError(
             reasons.INTERNAL_ERROR, f"cni-shim failed unexpectedly: {type(exc).__name__}: {exc}"
         )
-        return 1, protocol.render_error(internal, _cni_version(stdin)), ""
-    return 0, protocol.render_result(result) if result is not None else "", ""
+        return protocol.Outcome(error=internal, cni_version=_cni_version(stdin))
+    return protocol.Outcome(result=result)
