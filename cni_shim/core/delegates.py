@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from cni_shim import reasons
 from cni_shim.core import jsonbytes, network
+from cni_shim.core.network import Network
 from cni_shim.core.protocol import validate_ifname
 from cni_shim.errors import INVALID_NETWORK_CONFIG, ApiError, CniError, config_error
 from sriov_contract import reasons as contract_reasons
@@ -34,10 +35,11 @@ NadGetter = Callable[[str, str], "dict[str, Any] | None"]
 
 
 class Candidate(TypedTuple):
-    """A delegate before interface naming: its name, exact config bytes and the selection behind it."""
+    """A delegate before interface naming: its name, its parsed config (which keeps the exact
+    bytes) and the selection behind it."""
 
     name: str
-    conf: bytes
+    network: Network
     master: bool = False
     selection: NetworkSelection | None = None
     managed: bool = False
@@ -47,7 +49,7 @@ def _err(reason: str, message: str) -> CniError:
     return CniError(reason, message, INVALID_NETWORK_CONFIG)
 
 
-def find_in_dir(wanted: str, directory: str) -> bytes:
+def find_in_dir(wanted: str, directory: str) -> Network:
     """NAD-client GetCNIConfigFromFile: the first file (by name) whose network name matches."""
     try:
         files = sorted(f for f in os.listdir(directory) if f.endswith(_CONF_EXTENSIONS))
@@ -74,7 +76,7 @@ def find_in_dir(wanted: str, directory: str) -> bytes:
                 + ("no 'plugins' key" if net.conflist is False else "missing 'type'"),
             )
         if wanted in ("", net.name):
-            return data
+            return net
     raise _err(reasons.NO_NETWORK_FOUND, f"no network available in the name {wanted} in cni dir {directory}")
 
 
@@ -102,8 +104,10 @@ def spec_config(nad: Mapping[str, Any]) -> bytes:
         raise config_error(f"{what}: spec.config is not valid Unicode text ({exc.reason})") from exc
 
 
-def nad_config(nad: Mapping[str, Any], conf_dir: str) -> bytes:
-    """NAD -> CNI bytes: empty spec.config means a file in confDir; an absent name is filled in."""
+def nad_network(nad: Mapping[str, Any], conf_dir: str, what: str) -> Network:
+    """NAD -> its network: empty spec.config means a file in confDir; an absent name is filled in.
+
+    `what` names the NAD in a parse error (Multus's delegate loader words it so)."""
     meta = nad.get("metadata") or {}
     nad_name = str(meta.get("name", ""))
     raw = spec_config(nad)
@@ -117,8 +121,8 @@ def nad_config(nad: Mapping[str, Any], conf_dir: str) -> bytes:
     )
     if obj.get("name") in (None, ""):
         obj["name"] = nad_name
-        return jsonbytes.dumps_sorted(obj).encode()
-    return raw
+        raw = jsonbytes.dumps_sorted(obj).encode()
+    return network.parse(raw, what)
 
 
 def _merge_cni_args(target: JsonObject, cni_args: JsonObject) -> None:
@@ -134,14 +138,23 @@ def _merge_cni_args(target: JsonObject, cni_args: JsonObject) -> None:
 
 def load(conf: bytes, selection: NetworkSelection | None, what: str, managed: bool = False) -> Candidate:
     """Multus LoadDelegateNetConf: validate the shape, merge cni-args, name the delegate."""
-    net = network.parse(conf, what)
+    return candidate(network.parse(conf, what), selection, what, managed)
+
+
+def candidate(
+    net: Network, selection: NetworkSelection | None, what: str, managed: bool = False
+) -> Candidate:
+    """load() of a network already parsed: the selection's cni-args merged in, the delegate named.
+
+    Merging writes a new config (a fresh, mutable decode of the bytes), parsed once more: the
+    delegate runs with exactly those bytes."""
+    name = f"{selection.namespace}/{selection.name}" if selection is not None and selection.name else net.name
     if selection is not None and selection.cni_args:
-        obj = network.decode(conf, what)
+        obj = network.decode(net.raw, what)
         for plugin in obj["plugins"] if net.conflist else [obj]:  # type: ignore[union-attr]
             _merge_cni_args(plugin, selection.cni_args)  # type: ignore[arg-type]
-        conf = jsonbytes.dumps_sorted(obj).encode()
-    name = f"{selection.namespace}/{selection.name}" if selection is not None and selection.name else net.name
-    return Candidate(name=name, conf=conf, selection=selection, managed=managed)
+        net = network.parse(jsonbytes.dumps_sorted(obj).encode(), what)
+    return Candidate(name=name, network=net, selection=selection, managed=managed)
 
 
 def resolve_network(value: str, namespace: str, conf_dir: str, get_nad: NadGetter | None) -> Candidate:
@@ -151,16 +164,15 @@ def resolve_network(value: str, namespace: str, conf_dir: str, get_nad: NadGette
             try:
                 nad = get_nad(namespace, value)
                 if nad is not None:
-                    cand = load(
-                        nad_config(nad, conf_dir), None, f"NetworkAttachmentDefinition {namespace}/{value}"
-                    )
+                    what = f"NetworkAttachmentDefinition {namespace}/{value}"
+                    cand = candidate(nad_network(nad, conf_dir, what), None, what)
                     return cand._replace(name=f"{namespace}/{value}")
             except ApiError:
                 raise  # an unreachable API fails visibly; a local file is no stand-in for a live read
             except CniError:
                 pass  # Multus falls through to a confDir lookup on a missing or unusable NAD
         try:
-            return load(find_in_dir(value, conf_dir), None, f"network {value} in {conf_dir}")
+            return candidate(find_in_dir(value, conf_dir), None, f"network {value} in {conf_dir}")
         except CniError as exc:
             raise _err(reasons.NO_NETWORK_FOUND, f"cannot find network: {value}") from exc
     if os.path.isdir(value):

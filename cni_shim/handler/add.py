@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from cni_shim import reasons
 from cni_shim.core import delegateplan, netstatus, podevents, results
 from cni_shim.core.network import Network
-from cni_shim.core.network import parse as parse_network
 from cni_shim.errors import INTERNAL, TRY_AGAIN_LATER, ApiError, CniError
 from cni_shim.handler.candidates import base_candidates, pod_candidates
 from cni_shim.handler.context import Context, kube, multus_context, runtime_conf, wait_readiness
@@ -71,7 +70,7 @@ def _run_delegates(ctx: Context, the_plan: delegateplan.Plan, pod: Json | None) 
     master_result: Json | None = None
     entries: list[Json] = []
     for idx, d in enumerate(the_plan.delegates):
-        net = parse_network(d.conf, f"delegate {d.name}")
+        net = d.network()
         try:
             if idx == 0:
                 _check_netns(ctx, net, d.ifname)

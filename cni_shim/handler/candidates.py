@@ -64,7 +64,8 @@ def base_candidates(ctx: Context, kube: KubeApi | None, pod: Json | None) -> lis
             ]
         return found
     found = [
-        delegates.load(raw, None, f"delegate {i} of the shim config") for i, raw in enumerate(conf.delegates)
+        delegates.candidate(net, None, f"delegate {i} of the shim config")
+        for i, net in enumerate(conf.delegates)
     ]
     return [found[0]._replace(master=True), *found[1:]]
 
@@ -105,7 +106,7 @@ def _nad_candidate(
 
         guard.check_shadow(nad, sel, pod, registry)
     what = f"NetworkAttachmentDefinition {sel.namespace}/{sel.name}"
-    return delegates.load(delegates.nad_config(nad, ctx.conf.conf_dir), sel, what, managed=managed)
+    return delegates.candidate(delegates.nad_network(nad, ctx.conf.conf_dir, what), sel, what, managed)
 
 
 class _annotation_errors:

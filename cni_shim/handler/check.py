@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from cni_shim import reasons
-from cni_shim.core.network import parse as parse_network
 from cni_shim.errors import INTERNAL, UNKNOWN_CONTAINER, CniError
 from cni_shim.handler.candidates import base_candidates
 from cni_shim.handler.context import Context, runtime_conf
@@ -26,7 +25,7 @@ def check(ctx: Context) -> None:
     static = plan(ctx, base_candidates(ctx, None, None), probe=False)
     runner = Runner(ctx.svc.executor, ctx.store)
     for d in static.delegates:
-        net = parse_network(d.conf, f"delegate {d.name}")
+        net = d.network()
         try:
             runner.check(net, d.cni_version, runtime_conf(ctx, static, d, adding=False))
         except CniError as exc:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from cni_shim.core import delegateplan
 from cni_shim.core.network import Network
-from cni_shim.core.network import parse as parse_network
 from cni_shim.errors import CniError
 from cni_shim.handler.context import Context, bare_runtime_conf
 from cni_shim.handler.replay import combined, delete_plan, load_plan, remaining
@@ -20,11 +19,11 @@ def gc(ctx: Context) -> None:
     by_network: dict[bytes, tuple[Network, list[tuple[str, str]]]] = {}
     for cached in surviving:
         for d in cached.delegates:
-            net = parse_network(d.conf, f"delegate {d.name}")
+            net = d.network()
             by_network.setdefault(d.conf, (net, []))[1].append((cached.container_id, d.ifname))
     if ctx.conf.delegates and not ctx.conf.cluster_network:
-        net = parse_network(ctx.conf.delegates[0], "delegate 0 of the shim config")
-        by_network.setdefault(ctx.conf.delegates[0], (net, []))
+        first = ctx.conf.delegates[0]
+        by_network.setdefault(first.raw, (first, []))
     for net, attachments in by_network.values():
         version = status_version(ctx, net)
         if version is not None:

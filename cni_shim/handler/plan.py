@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from cni_shim import reasons
 from cni_shim.core import cniargs, delegateplan, delegates, protocol, versions
 from cni_shim.core.network import Network
-from cni_shim.core.network import parse as parse_network
 from cni_shim.errors import INVALID_NETWORK_CONFIG, CniError
 from cni_shim.handler.context import Context, prober, request_plan
 from cni_shim.runner import cache_key, negotiate, probe_versions
@@ -24,7 +23,7 @@ MAX_FILE_NAME = 255
 def plan(ctx: Context, candidates: Sequence[Candidate], *, probe: bool) -> delegateplan.Plan:
     """`probe`: ask each plugin binary which versions it speaks (ADD); otherwise assume all of ours."""
     names = delegates.ifnames(candidates, ctx.req.ifname)
-    networks = [parse_network(c.conf, f"delegate {c.name}") for c in candidates]
+    networks = [c.network for c in candidates]
     supported: dict[str, Sequence[str]] = {}
     if probe:
         for net in networks:
@@ -43,7 +42,7 @@ def plan(ctx: Context, candidates: Sequence[Candidate], *, probe: bool) -> deleg
     planned = tuple(
         delegateplan.PlannedDelegate(
             name=cand.name,
-            conf=cand.conf,
+            conf=net.raw,
             ifname=ifname,
             cni_version=negotiate(net, ctx.conf.cni_version, supported),
             master=cand.master,
@@ -55,6 +54,7 @@ def plan(ctx: Context, candidates: Sequence[Candidate], *, probe: bool) -> deleg
             add_args=delegates.add_args(cand),
             route_override=override,
             default_route=cand.selection.default_route if cand.selection is not None else (),
+            parsed=net,
         )
         for cand, ifname, net in zip(candidates, names, networks, strict=True)
     )

@@ -9,7 +9,6 @@ from collections.abc import Sequence
 
 from cni_shim.core import cniargs, delegateplan
 from cni_shim.core.network import Network
-from cni_shim.core.network import parse as parse_network
 from cni_shim.errors import INTERNAL, CniError
 from cni_shim.handler.context import Context, request_plan, runtime_conf
 from cni_shim.runner import Runner
@@ -42,7 +41,7 @@ def delete_plan(ctx: Context, p: delegateplan.Plan) -> list[tuple[delegateplan.P
     runner = Runner(ctx.svc.executor, ctx.store)
     failures = []
     for d in reversed(p.delegates):
-        net = parse_network(d.conf, f"delegate {d.name}")
+        net = d.network()
         try:
             runner.delete(net, d.cni_version, runtime_conf(ctx, p, d, adding=False))
         except CniError as exc:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from cni_shim.core import versions
 from cni_shim.core.network import Network
-from cni_shim.core.network import parse as parse_network
 from cni_shim.errors import INTERNAL, CniError, delegate_error
 from cni_shim.handler.candidates import base_candidates
 from cni_shim.handler.context import Context, bare_runtime_conf, kube, prober, wait_readiness
@@ -15,7 +14,7 @@ def status(ctx: Context) -> None:
     wait_readiness(ctx)
     api = kube(ctx) if ctx.conf.cluster_network else None
     first = base_candidates(ctx, api, None)[0]
-    net = parse_network(first.conf, f"delegate {first.name}")
+    net = first.network
     version = status_version(ctx, net)
     if version is None:
         return
