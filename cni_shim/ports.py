@@ -67,6 +67,17 @@ class EventSink(Protocol):
         ...
 
 
+class ConfFiles(Protocol):
+    """CNI config files on the node (confDir, a clusterNetwork path) as they are on disk; each
+    method raises OSError as the call it stands for does (listdir, isdir, a file read)."""
+
+    def list_dir(self, directory: str) -> list[str]: ...
+
+    def is_dir(self, path: str) -> bool: ...
+
+    def read(self, path: str) -> bytes: ...
+
+
 class Routes(Protocol):
     """Default routes inside a Pod network namespace (Multus default-route handling)."""
 

@@ -15,6 +15,7 @@ from cni_shim.core.netconf import NetConf
 from cni_shim.handler import Services
 from cni_shim.kube.eventwriter import ThinEvents
 from cni_shim.node.cache import FileCacheStore
+from cni_shim.node.conffiles import NodeConfFiles
 from cni_shim.node.execution import ProcessExecutor
 from cni_shim.node.logs import Logger
 from cni_shim.node.routes import IpRoutes
@@ -71,6 +72,7 @@ def services(env: Mapping[str, str]) -> Services:
         clock=SystemClock(),
         delegate_env=dict(env),
         routes=IpRoutes(),
+        conf_files=NodeConfFiles(),
         # The invocation's one API client, once the ADD has made it (none: no Events).
         events=ThinEvents(lambda: next((c for c in clients.values() if c is not None), None)),
         versions_for=lambda cni_dir: FileVersionCache(executor, os.path.join(cni_dir, VERSIONS_DIR)),

@@ -41,10 +41,10 @@ def base_candidates(ctx: Context, kube: KubeApi | None, pod: Json | None) -> lis
             raise config_error(
                 f"{ctx.cmd_err()}failed to get {what}: GetDefaultNetworks: must have either Kubernetes config or delegates"
             )
-        get_nad = kube.get_nad
+        get_nad, files = kube.get_nad, ctx.svc.conf_files
         try:
             cluster = delegates.resolve_network(
-                conf.cluster_network, conf.multus_namespace, conf.conf_dir, get_nad
+                conf.cluster_network, conf.multus_namespace, conf.conf_dir, get_nad, files
             )
         except CniError as exc:
             # Multus's text drops the cause; the log line keeps it.
@@ -59,7 +59,7 @@ def base_candidates(ctx: Context, kube: KubeApi | None, pod: Json | None) -> lis
         pod_ns = ctx.pod_args.namespace
         if pod is not None and pod_ns not in conf.system_namespaces:
             found += [
-                delegates.resolve_network(v, conf.multus_namespace, conf.conf_dir, get_nad)
+                delegates.resolve_network(v, conf.multus_namespace, conf.conf_dir, get_nad, files)
                 for v in conf.default_networks
             ]
         return found
@@ -106,7 +106,8 @@ def _nad_candidate(
 
         guard.check_shadow(nad, sel, pod, registry)
     what = f"NetworkAttachmentDefinition {sel.namespace}/{sel.name}"
-    return delegates.candidate(delegates.nad_network(nad, ctx.conf.conf_dir, what), sel, what, managed)
+    net = delegates.nad_network(nad, ctx.conf.conf_dir, ctx.svc.conf_files, what)
+    return delegates.candidate(net, sel, what, managed)
 
 
 class _annotation_errors:

@@ -11,7 +11,7 @@ from sriov_lib.typedtuple import TypedTuple
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 
 if TYPE_CHECKING:
-    from cni_shim.ports import CacheStore, Clock, EventSink, Executor, KubeApi, Log, Routes
+    from cni_shim.ports import CacheStore, Clock, ConfFiles, EventSink, Executor, KubeApi, Log, Routes
 
 
 def stat_netns(path: str) -> str | None:
@@ -33,6 +33,8 @@ class Services(TypedTuple):
     clock: Clock
     delegate_env: Mapping[str, str]
     routes: Routes
+    # confDir and clusterNetwork files (the delegates those name).
+    conf_files: ConfFiles
     # Checks the ADD's CNI_NETNS before the first delegate runs (Multus's validateIfName).
     netns_problem: Callable[[str], str | None] = stat_netns
     # Pod Events (AddedInterface, NoNetworkFound); None writes none whatever the config says.

@@ -9,7 +9,10 @@ import pytest
 from cni_shim.core import delegates, network
 from cni_shim.core.delegates import Candidate
 from cni_shim.errors import CniError
+from cni_shim.node.conffiles import NodeConfFiles
 from sriov_contract.networks import parse_network_selections
+
+FILES = NodeConfFiles()
 
 
 def _nad(name, config):
@@ -18,31 +21,31 @@ def _nad(name, config):
 
 def test_inline_config_keeps_exact_bytes_when_it_has_a_name():
     raw = '{"name":"x", "type":"macvlan",  "mtu": 1.50}'
-    assert delegates.nad_network(_nad("n", raw), "/nonexistent", "test").raw == raw.encode()
+    assert delegates.nad_network(_nad("n", raw), "/nonexistent", FILES, "test").raw == raw.encode()
 
 
 @pytest.mark.parametrize("config", ['{"type":"macvlan"}', '{"name":"","type":"macvlan"}'])
 def test_missing_or_empty_name_is_filled_from_metadata(config):
-    out = json.loads(delegates.nad_network(_nad("meta-name", config), "/nonexistent", "test").raw)
+    out = json.loads(delegates.nad_network(_nad("meta-name", config), "/nonexistent", FILES, "test").raw)
     assert out == {"name": "meta-name", "type": "macvlan"}
 
 
 def test_empty_config_is_looked_up_by_nad_name_in_confdir(tmp_path):
     (tmp_path / "01-other.conf").write_text(json.dumps({"name": "other", "type": "bridge"}))
     (tmp_path / "02-mine.conflist").write_text(json.dumps({"name": "mine", "plugins": [{"type": "ptp"}]}))
-    mine = delegates.nad_network(_nad("mine", ""), str(tmp_path), "test")
+    mine = delegates.nad_network(_nad("mine", ""), str(tmp_path), FILES, "test")
     assert json.loads(mine.raw)["plugins"] == [{"type": "ptp"}]
     with pytest.raises(CniError, match="no network available in the name absent"):
-        delegates.nad_network(_nad("absent", ""), str(tmp_path), "test")
+        delegates.nad_network(_nad("absent", ""), str(tmp_path), FILES, "test")
     with pytest.raises(CniError, match="No networks found"):
-        delegates.nad_network(_nad("mine", ""), str(tmp_path / "missing"), "test")
+        delegates.nad_network(_nad("mine", ""), str(tmp_path / "missing"), FILES, "test")
 
 
 def test_the_first_broken_file_aborts_the_confdir_search(tmp_path):
     (tmp_path / "01-broken.conf").write_text("{")
     (tmp_path / "02-mine.conf").write_text(json.dumps({"name": "mine", "type": "ptp"}))
     with pytest.raises(CniError, match=r"01-broken\.conf"):
-        delegates.find_in_dir("mine", str(tmp_path))
+        delegates.find_in_dir("mine", str(tmp_path), FILES)
 
 
 def test_cni_args_merge_into_every_plugin_of_a_conflist():
@@ -58,17 +61,20 @@ def test_cni_args_merge_into_every_plugin_of_a_conflist():
 def test_cluster_network_paths_resolve_files_and_directories(tmp_path):
     (tmp_path / "10-a.conflist").write_text(json.dumps({"name": "lista", "plugins": [{"type": "ptp"}]}))
     (tmp_path / "20-b.conf").write_text(json.dumps({"name": "b", "type": "bridge"}))
-    assert delegates.resolve_network(str(tmp_path), "kube-system", "/none", None).name == "lista"
-    assert delegates.resolve_network(str(tmp_path / "20-b.conf"), "kube-system", "/none", None).name == "b"
-    assert delegates.resolve_network("b", "kube-system", str(tmp_path), lambda ns, n: None).name == "b"
+    assert delegates.resolve_network(str(tmp_path), "kube-system", "/none", None, FILES).name == "lista"
+    assert (
+        delegates.resolve_network(str(tmp_path / "20-b.conf"), "kube-system", "/none", None, FILES).name
+        == "b"
+    )
+    assert delegates.resolve_network("b", "kube-system", str(tmp_path), lambda ns, n: None, FILES).name == "b"
     with pytest.raises(CniError, match="cannot find network: zzz"):
-        delegates.resolve_network("zzz", "kube-system", str(tmp_path), lambda ns, n: None)
+        delegates.resolve_network("zzz", "kube-system", str(tmp_path), lambda ns, n: None, FILES)
 
 
 def test_cluster_network_prefers_a_nad_in_the_multus_namespace(tmp_path):
     nad = _nad("net", '{"type":"macvlan"}')
     cand = delegates.resolve_network(
-        "net", "kube-system", str(tmp_path), lambda ns, n: nad if ns == "kube-system" else None
+        "net", "kube-system", str(tmp_path), lambda ns, n: nad if ns == "kube-system" else None, FILES
     )
     assert cand.name == "kube-system/net"
 
