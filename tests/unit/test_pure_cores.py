@@ -19,10 +19,10 @@ _BUILTINS = ("builtins", "__builtins__")
 
 def opens(tree: ast.AST) -> list[int]:
     """Lines that name the builtin `open` (a call, or the function handed on) or `builtins.open`."""
-    return [node.lineno for node in ast.walk(tree) if _names_open(node)]
+    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.expr) and _names_open(node)]
 
 
-def _names_open(node: ast.AST) -> bool:
+def _names_open(node: ast.expr) -> bool:
     if isinstance(node, ast.Name):
         return node.id == "open" and isinstance(node.ctx, ast.Load)
     return (
