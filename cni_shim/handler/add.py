@@ -12,7 +12,6 @@ from cni_shim.errors import INTERNAL, TRY_AGAIN_LATER, ApiError, CniError
 from cni_shim.handler.candidates import base_candidates, pod_candidates
 from cni_shim.handler.context import Context, kube, multus_context, runtime_conf, wait_readiness
 from cni_shim.handler.plan import plan
-from cni_shim.handler.replay import delete_plan, remaining
 from cni_shim.runner import Runner
 from sriov_contract import keys
 from sriov_lib import quickjson
@@ -159,6 +158,8 @@ def _rollback(ctx: Context, p: delegateplan.Plan, failed: int) -> None:
     The cache then keeps only what is still attached, so the runtime's DEL after a failed ADD
     does not repeat a teardown that non-idempotent plugins (host-device) would refuse.
     """
+    from cni_shim.handler.replay import delete_plan, remaining  # noqa: PLC0415 - a successful ADD never tears down
+
     attempted = p._replace(delegates=p.delegates[: failed + 1])
     failures = delete_plan(ctx, attempted)
     for d, exc in failures:

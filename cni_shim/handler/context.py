@@ -10,7 +10,6 @@ from collections.abc import Mapping
 from cni_shim import reasons
 from cni_shim.core import cniargs, delegateplan, netconf, podevents, protocol
 from cni_shim.errors import TRY_AGAIN_LATER, CniError
-from cni_shim.handler.services import Services
 from cni_shim.runner import RuntimeConf
 from sriov_lib.typedtuple import TypedTuple
 
@@ -19,6 +18,7 @@ TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI s
 if TYPE_CHECKING:
     from typing import Any
 
+    from cni_shim.handler import Services
     from cni_shim.ports import CacheStore, Executor, KubeApi, Log
 
     Json = dict[str, Any]

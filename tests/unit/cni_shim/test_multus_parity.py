@@ -188,7 +188,7 @@ def test_an_add_into_a_missing_netns_is_refused_before_any_delegate_adds(shim):
 
 
 def test_the_real_netns_check_is_one_stat():
-    from cni_shim.handler.services import stat_netns  # noqa: PLC0415
+    from cni_shim.handler import stat_netns  # noqa: PLC0415
 
     assert stat_netns("/proc/self/ns/net") is None
     assert (
