@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -144,3 +145,28 @@ def test_path_extraction() -> None:
     )
     assert repo_paths(text) == ["driver/managed.py", "deploy/", "bench/results/"]
     assert not path_exists("driver/managed.py")
+
+
+FILE_IO = {"os", "io", "pathlib", "shutil", "tempfile", "glob", "fcntl", "sriov_lib.durable"}
+
+
+def _contracts() -> list[dict[str, Any]]:
+    import tomllib  # noqa: PLC0415 - only this check reads pyproject.toml
+
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    return list(config["tool"]["importlinter"]["contracts"])
+
+
+def test_the_cores_the_page_calls_pure_are_held_to_it_by_a_contract() -> None:
+    """`**Pure cores** (...)` names what the pure-core contract covers, file I/O included, and
+    tests/unit/test_pure_cores.py reads each of them for the builtin open."""
+    text = ARCHITECTURE.read_text()
+    bullet = text[text.index("- **Pure cores**") :].split("\n- ", 1)[0]
+    claimed = set(dotted_names(bullet.split(")", 1)[0]))
+    assert {"sriov_dra.core", "cni_shim.core", "sriov_contract"} <= claimed
+    pure = [c for c in _contracts() if str(c["name"]).startswith("the pure cores")]
+    assert len(pure) == 1
+    assert claimed == set(pure[0]["source_modules"])
+    assert set(pure[0]["forbidden_modules"]) >= FILE_IO
+    checked = (REPO / "tests/unit/test_pure_cores.py").read_text()
+    assert all(f'"{name.replace(".", "/")}"' in checked for name in claimed)
