@@ -1,6 +1,7 @@
 """The README and docs/*.md stay true to the tree.
 
-On every page: every repository path and every dotted module name quoted in backticks exists. On
+On every page: every repository path and every dotted module name quoted in backticks exists, and
+every docs page is reachable from the README through relative links that resolve. On
 docs/architecture.md: every product package is in the picture and the layer rules, every
 subpackage is named, the packages it calls standard-library only import nothing else, its list of
 pure cores is the purity contract's, and those cores do none of what the page says they never do.
@@ -49,6 +50,8 @@ _DOTTED = re.compile(r"\b(?:" + "|".join(NAME_ROOTS) + r")(?:\.\w+)*")
 # A repository path: a lowercase, dot-free first segment (no `/abs`, `~`, `.venv`, `k8s.io/x`,
 # `NS/NAME`), then at least one slash.
 _REPO_PATH = re.compile(r"[a-z][a-z0-9_-]*/[A-Za-z0-9_./*-]*")
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+_HEADING = re.compile(r"^#{1,6} +(.+?) *$", re.MULTILINE)
 
 
 def spans(text: str) -> list[str]:
@@ -189,6 +192,76 @@ def test_path_extraction() -> None:
     )
     assert repo_paths(text) == ["driver/managed.py", "deploy/", "bench/results/"]
     assert not path_exists("driver/managed.py")
+
+
+# --- every page: links --------------------------------------------------------------------------
+
+
+def anchor(heading: str) -> str:
+    """The fragment GitHub gives a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+
+
+def links(page: Path) -> list[tuple[Path, str]]:
+    """(target file, fragment) of every relative link on the page, outside code."""
+    found = []
+    for target in _LINK.findall(_SPAN.sub("", _FENCE.sub("", page.read_text()))):
+        if re.match(r"[a-z]+:", target):  # https:, mailto:
+            continue
+        path, _, fragment = target.partition("#")
+        found.append(((page.parent / path).resolve() if path else page, fragment))
+    return found
+
+
+def broken_links(pages: Iterable[Path]) -> list[str]:
+    broken = []
+    for page in pages:
+        for target, fragment in links(page):
+            if not target.exists():
+                broken.append(f"{page.name}: {target.name} does not exist")
+            elif fragment and fragment not in {anchor(h) for h in _HEADING.findall(target.read_text())}:
+                broken.append(f"{page.name}: {target.name} has no heading #{fragment}")
+    return broken
+
+
+def unreachable(start: Path, pages: Iterable[Path]) -> list[Path]:
+    """The pages no chain of relative links leads to from `start`."""
+    seen = {start.resolve()}
+    todo = [start]
+    while todo:
+        for target, _ in links(todo.pop()):
+            if target.suffix == ".md" and target.exists() and target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return [page for page in pages if page.resolve() not in seen]
+
+
+def test_every_docs_page_is_reachable_from_the_readme() -> None:
+    orphans = unreachable(README, PAGES)
+    assert not orphans, f"link these from README.md or a page it links: {[_page_id(p) for p in orphans]}"
+
+
+def test_every_relative_link_resolves() -> None:
+    assert broken_links(PAGES) == []
+
+
+def test_the_link_checks_catch_an_orphan_and_a_broken_link(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    readme = tmp_path / "README.md"
+    readme.write_text("[a](docs/a.md), [gone](docs/gone.md), `[not a link](docs/b.md)`\n")
+    (tmp_path / "docs" / "a.md").write_text("# A\n\n## Two words\n\n[up](../README.md#b), [ok](#two-words)\n")
+    (tmp_path / "docs" / "b.md").write_text("# B\n\n[a](a.md)\n")
+    pages = [readme, tmp_path / "docs" / "a.md", tmp_path / "docs" / "b.md"]
+    assert [p.name for p in unreachable(readme, pages)] == ["b.md"]
+    assert broken_links(pages) == [
+        "README.md: gone.md does not exist",
+        "a.md: README.md has no heading #b",
+    ]
+
+
+def test_anchors_follow_github() -> None:
+    assert anchor("The compat suite, how to run it") == "the-compat-suite-how-to-run-it"
+    assert anchor("4. The claim's `status.devices` is missing") == "4-the-claims-statusdevices-is-missing"
 
 
 # --- docs/architecture.md: the picture and the rules --------------------------------------------

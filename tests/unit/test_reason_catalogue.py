@@ -316,7 +316,7 @@ def test_there_are_raise_sites_to_find() -> None:
     assert all(any(rel.startswith(p + "/") and s for rel, s in sites.items()) for p in PACKAGES)
 
 
-@pytest.mark.parametrize("doc", ["docs/architecture.md", "docs/reasons.md"])
+@pytest.mark.parametrize("doc", ["docs/architecture.md", "docs/troubleshooting.md", "docs/reasons.md"])
 def test_the_page_says_how_to_find_where_a_reason_is_raised(doc: str) -> None:
     assert grep_instructions((ROOT / doc).read_text()), f"{doc} lost its grep instruction"
 
