@@ -292,6 +292,8 @@ def ensure_base(base: BaseRecipe, cache: Path) -> None:
         raise
     total = time.monotonic() - started
     (directory / ".complete").write_text(f"rootfs by mmdebstrap; base image {reference}\n")
+    drop_other_bases(reference)
+    prune(cache, "python-base", directory)
     how = "rootfs cached" if had_rootfs else f"mmdebstrap {bootstrap:.1f} s"
     print(f"built in {total:.1f} s ({how}; {rootfs.stat().st_size // 2**20} MB rootfs)", file=sys.stderr)
 
@@ -321,6 +323,16 @@ def drop_if_dangling(old_id: str | None, new_id: str | None) -> None:
     for image in json.loads(listed.stdout or "[]"):
         if old_id.startswith(image["id"]) and not image.get("names"):
             buildah("rmi", old_id)
+
+
+def drop_other_bases(reference: str) -> None:
+    """Earlier recipes' bases: the products built on them are in their archives already."""
+    repository = reference.rsplit(":", 1)[0]
+    listed = buildah("images", "--json")
+    for image in json.loads(listed.stdout or "[]") if listed.returncode == 0 else []:
+        for name in image.get("names") or []:
+            if name.startswith(f"{repository}:") and name != reference:
+                buildah("rmi", name)
 
 
 def build_product(product: Product, reference: str, base: BaseRecipe, directory: Path) -> None:
@@ -367,7 +379,10 @@ def build_product(product: Product, reference: str, base: BaseRecipe, directory:
 
 def prune(cache: Path, name: str, keep: Path) -> None:
     """Keep the newest KEEP complete builds of ``name`` (the current one always)."""
-    builds = [d for d in cache.glob(f"{name}-*") if d.is_dir() and d != keep and (d / ".complete").exists()]
+    keyed = re.compile(rf"{re.escape(name)}-[0-9a-f]{{16}}")
+    builds = [
+        d for d in cache.iterdir() if keyed.fullmatch(d.name) and d != keep and (d / ".complete").exists()
+    ]
     builds.sort(key=lambda d: (d / ".complete").stat().st_mtime, reverse=True)
     for old in builds[KEEP - 1 :]:
         shutil.rmtree(old, ignore_errors=True)

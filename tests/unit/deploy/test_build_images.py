@@ -4,6 +4,7 @@ key that decides whether `make images` builds at all."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path, PurePosixPath
 from types import ModuleType
@@ -134,4 +135,24 @@ def test_the_base_stands_where_the_dockerfiles_expect_the_official_image() -> No
     assert "/usr/local/bin/python3.11" in hooks and "EXTERNALLY-MANAGED" in hooks
     assert (
         base.reference().endswith(base.key()) and base.key() != images.BaseRecipe(packages=("python3",)).key()
+    )
+
+
+def test_pruning_keeps_the_newest_builds_of_that_image_only(tmp_path: Path) -> None:
+    def build(name: str, n: int) -> Path:
+        directory = tmp_path / f"{name}-{n:016x}"
+        directory.mkdir()
+        (directory / ".complete").write_text("")
+        os.utime(directory / ".complete", (n, n))
+        return directory
+
+    olds = [build("cni-shim", n) for n in range(1, 6)]
+    other = build("cni-shim-extra", 1)
+    failed = tmp_path / f"cni-shim-{0:016x}"
+    failed.mkdir()
+    current = olds[0]
+    images.prune(tmp_path, "cni-shim", current)
+    # The current build, the two newest others, another image's and an unfinished build stay.
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        p.name for p in (current, olds[4], olds[3], other, failed)
     )
