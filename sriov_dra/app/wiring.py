@@ -23,8 +23,8 @@ from sriov_dra.kube.resources import (
     KubePolicySource,
     KubeShadowLister,
     KubeSlices,
-    watch_forever,
 )
+from sriov_dra.kube.transport import watch_forever
 from sriov_dra.kubeletplugin.api import NodeService
 from sriov_dra.kubeletplugin.health import HealthServer
 from sriov_dra.kubeletplugin.server import KubeletPlugin, SocketPaths
