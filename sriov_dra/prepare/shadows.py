@@ -1,5 +1,8 @@
-"""The shadow NAD: its object built from scratch (pure), and create/adopt/delete/finalize.
+"""The shadow NAD's API steps: create or adopt it (EnsureShadow), request its deletion, and drop
+our finalizer once released (FinalizeReleasedShadow).
 
+What a shadow must look like, and the checks of a live one against its record, are pure and live
+in sriov_dra.core.shadowspec: each step here reads the object, has it checked there, then writes.
 A shadow is only ever touched after its full identity and frozen content were verified: the
 deterministic name is a truncated hash, so a name match alone proves nothing, and an object
 someone else created under that name is never overwritten, adopted or finalized.
@@ -8,8 +11,8 @@ someone else created under that name is never overwritten, adopted or finalized.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Final
 
 from sriov_contract.keys import PROTECTION_FINALIZER
 from sriov_dra import reasons
@@ -17,12 +20,12 @@ from sriov_dra.apierrors import ApiError
 from sriov_dra.core.bindingrecord import BindingRecord
 from sriov_dra.core.shadowspec import (
     ShadowError,
-    _conflict,
-    _set_finalizers,
     check_shadow,
     drop_protection_patch,
     finalizers_of,
     is_deleting,
+    restore_protection_patch,
+    shadow_conflict,
     shadow_object,
     uid_of,
 )
@@ -62,16 +65,10 @@ def ensure_shadow(
             name=record.shadow_name,
         )
     if PROTECTION_FINALIZER not in finalizers_of(existing):
-        existing = _restore_protection(nads, record, existing)
+        existing = nads.patch_nad(
+            record.pod_namespace, record.shadow_name, restore_protection_patch(existing)
+        )
     return uid_of(existing)
-
-
-def _restore_protection(nads: NadClient, record: BindingRecord, obj: Mapping[str, Any]) -> dict[str, Any]:
-    return nads.patch_nad(
-        record.pod_namespace,
-        record.shadow_name,
-        _set_finalizers(obj, [*finalizers_of(obj), PROTECTION_FINALIZER]),
-    )
 
 
 def request_shadow_deletion(nads: NadClient, record: BindingRecord) -> str:
@@ -104,7 +101,7 @@ def finalize_released_shadow(
         if obj is None:
             return
         if uid_of(obj) != uid:
-            raise _conflict(record, f"it was replaced (UID {uid_of(obj)}, released {uid})")
+            raise shadow_conflict(record, f"it was replaced (UID {uid_of(obj)}, released {uid})")
         if not is_deleting(obj):
             nads.delete_nad(record.pod_namespace, record.shadow_name, uid)
             continue
