@@ -52,7 +52,7 @@ def prepared(env: Env):
 
 
 def worker(env: Env, **kw) -> RepairWorker:
-    return RepairWorker(env.service, env.checkpoint.snapshot_all, **kw)
+    return RepairWorker(env.repair, env.checkpoint.snapshot_all, **kw)
 
 
 def registry_uids(env: Env, pod: Obj) -> list[str]:
