@@ -55,7 +55,7 @@ from sriov_contract.keys import NETWORKS_ANNOTATION, PROTOCOL_VERSION
 from sriov_dra.cli.common import read_checkpoint
 from sriov_dra.core.bindingrecord import PENDING, READY, BindingRecord
 from sriov_dra.core.claimrecord import ClaimRecord, PreparedDevice, encode
-from sriov_dra.core.render import render_shadow_config
+from sriov_dra.core.shadowconfig import render_shadow_config
 from sriov_dra.kube.resources import KubeNads, KubeShadowLister
 from sriov_dra.model import DRIVER_NAME
 from sriov_dra.prepare.shadows import ensure_shadow, finalize_released_shadow, request_shadow_deletion

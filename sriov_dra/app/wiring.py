@@ -28,7 +28,8 @@ from sriov_dra.kube.transport import watch_forever
 from sriov_dra.kubeletplugin.api import NodeService
 from sriov_dra.kubeletplugin.health import HealthServer
 from sriov_dra.kubeletplugin.server import KubeletPlugin, SocketPaths
-from sriov_dra.observe.events import NULL_OBSERVER, BindingReporter, EventRecorder, PhaseObserver
+from sriov_dra.observe.bindingreporter import NULL_OBSERVER, BindingReporter, PhaseObserver
+from sriov_dra.observe.eventrecorder import EventRecorder
 from sriov_dra.observe.metrics import CountingSlices, DriverMetrics
 from sriov_dra.ports import PolicySource
 from sriov_dra.prepare.consumer import ConsumerResolver

@@ -144,7 +144,7 @@ class KubeShadowLister:
 
 
 class KubeEvents:
-    """core/v1 Events (the EventSink of sriov_dra.observe.events)."""
+    """core/v1 Events (the EventSink of sriov_dra.observe.eventrecorder)."""
 
     def __init__(self, api: client.ApiClient) -> None:
         self._api = api

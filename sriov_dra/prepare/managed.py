@@ -40,13 +40,13 @@ from sriov_dra.core.bindingrecord import (
 )
 from sriov_dra.core.claimrecord import ClaimRecord
 from sriov_dra.core.interfaceplan import AllocatedDevice, plan_interfaces
-from sriov_dra.core.render import render_shadow_config
 from sriov_dra.core.selection import merge_managed_selections
+from sriov_dra.core.shadowconfig import render_shadow_config
 from sriov_dra.core.shadowmatch import ShadowIndex
 from sriov_dra.core.template import NamespacedName, resolve_template
 from sriov_dra.kubeletplugin.api import ClaimRef, DeviceResult, PrepareOutcome
 from sriov_dra.model import DRIVER_NAME, USERSPACE_DRIVERS
-from sriov_dra.observe.events import NULL_OBSERVER, PhaseObserver
+from sriov_dra.observe.bindingreporter import NULL_OBSERVER, PhaseObserver
 from sriov_dra.ports import ClaimReader, NadClient, PodClient
 from sriov_dra.prepare.consumer import Consumer, ConsumerError, ConsumerResolver, check_new_consumer
 from sriov_dra.prepare.crashpoints import crash_point

@@ -31,7 +31,7 @@ from sriov_dra.core.backoff import backoff, jittered
 from sriov_dra.core.claimrecord import ClaimRecord
 from sriov_dra.core.passdrift import PassListing
 from sriov_dra.kubeletplugin.api import ClaimRef
-from sriov_dra.observe.events import NULL_OBSERVER, PhaseObserver
+from sriov_dra.observe.bindingreporter import NULL_OBSERVER, PhaseObserver
 from sriov_dra.recovery.claimrepair import ClaimRepairer
 
 if TYPE_CHECKING:
