@@ -112,9 +112,7 @@ def test_a_misspelled_name_does_not_resolve(misspelled: str) -> None:
         resolve(misspelled)
 
 
-@pytest.mark.parametrize(
-    "package", subpackages("sriov_dra") + subpackages("cni_shim") + subpackages("sriov_operator")
-)
+@pytest.mark.parametrize("package", subpackages("sriov_dra") + subpackages("cni_shim"))
 def test_every_subpackage_is_on_the_architecture_page(package: str) -> None:
     names = dotted_names(ARCHITECTURE.read_text())
     assert any(n == package or n.startswith(package + ".") for n in names), (
@@ -123,13 +121,9 @@ def test_every_subpackage_is_on_the_architecture_page(package: str) -> None:
 
 
 def test_subpackages_are_found() -> None:
-    assert {
-        "sriov_dra.prepare",
-        "sriov_dra.core",
-        "cni_shim.core",
-        "cni_shim.thick",
-        "sriov_operator.kube",
-    } <= set(subpackages("sriov_dra") + subpackages("cni_shim") + subpackages("sriov_operator"))
+    assert {"sriov_dra.prepare", "sriov_dra.core", "cni_shim.core", "cni_shim.thick"} <= set(
+        subpackages("sriov_dra") + subpackages("cni_shim")
+    )
 
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
