@@ -22,6 +22,7 @@ from cni_shim import main
 from cni_shim.core.netconf import NetConf
 from cni_shim.handler import Services
 from cni_shim.node.cache import FileCacheStore
+from cni_shim.node.conffiles import NodeConfFiles
 from sriov_contract import keys
 from sriov_contract.identity import config_sha256, shadow_name_for
 from tests.fakes.cni_ports import FakeClock, FakeExecutor, FakeKube, FakeRoutes, ListLog
@@ -66,6 +67,7 @@ class ShimHarness:
             clock=self.clock,
             delegate_env={"PATH": os.environ.get("PATH", "")},
             routes=self.routes,
+            conf_files=NodeConfFiles(),
             netns_problem=lambda path: (
                 f'failed to Statfs "{path}": no such file or directory'
                 if path in self.missing_netns

@@ -438,23 +438,7 @@ def test_the_page_states_the_file_io_rule() -> None:
     assert {"os", "io", "pathlib", "shutil", "tempfile", "glob", "fcntl", "open", "subprocess"} <= rule
 
 
-# cni_shim.core.delegates still lists and opens files in confDir; issue 29 item 9 moves that into an
-# adapter. Strict: once it has moved this passes, and the marker must go.
-_FILE_IO_PENDING = {"cni_shim.core"}
-
-
-@pytest.mark.parametrize(
-    "core",
-    [
-        pytest.param(
-            core,
-            marks=pytest.mark.xfail(
-                core in _FILE_IO_PENDING, reason="confDir reading not moved out yet", strict=True
-            ),
-        )
-        for core in page_pure_cores(ARCHITECTURE.read_text())
-    ],
-)
+@pytest.mark.parametrize("core", page_pure_cores(ARCHITECTURE.read_text()))
 def test_a_pure_core_does_nothing_the_page_rules_out(core: str) -> None:
     rule = page_purity_rule(ARCHITECTURE.read_text())
     assert impurities(REPO, core, rule) == []
