@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from cni_shim.errors import ApiError, CniError
 from cni_shim.handler.context import Context, kube
-from cni_shim.handler.replay import combined, delete_plan, load_plan, remaining
+from cni_shim.handler.replay import combined, delete_plan, load_plan, settle
 
 
 def delete(ctx: Context) -> None:
@@ -20,16 +20,13 @@ def delete(ctx: Context) -> None:
         _delete_without_cache(ctx)
         return
     failures = delete_plan(ctx, cached)
+    # Only the delegates that failed need the retry; the others are already gone.
     keep = (
         ctx.conf.retry_delete_on_error
-        and failures
+        and bool(failures)
         and not any("no such file or directory" in exc.message for _, exc in failures)
     )
-    if keep:
-        # Only the delegates that failed need the retry; the others are already gone.
-        ctx.store.save_plan(cid, remaining(cached, failures).to_bytes())
-    else:
-        ctx.store.remove_plan(cid)
+    settle(ctx, cid, cached, failures, keep)
     if failures:
         raise combined([exc for _, exc in failures])
 

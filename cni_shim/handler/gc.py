@@ -7,7 +7,7 @@ from cni_shim.core import delegateplan
 from cni_shim.core.network import Network
 from cni_shim.errors import CniError
 from cni_shim.handler.context import Context, bare_runtime_conf
-from cni_shim.handler.replay import combined, delete_plan, load_plan, remaining
+from cni_shim.handler.replay import combined, delete_plan, load_plan, settle
 from cni_shim.handler.status import status_version
 from cni_shim.runner import Runner
 
@@ -50,9 +50,6 @@ def _delete_stale(ctx: Context, failures: list[CniError]) -> list[delegateplan.P
             continue
         ctx.log.verbose(f"GC: deleting stale attachment {cached.container_id}/{cached.ifname}")
         errs = delete_plan(ctx, cached)
-        if errs:
-            failures.extend(exc for _, exc in errs)
-            ctx.store.save_plan(cid, remaining(cached, errs).to_bytes())
-        else:
-            ctx.store.remove_plan(cid)
+        failures.extend(exc for _, exc in errs)
+        settle(ctx, cid, cached, errs, keep=bool(errs))
     return surviving

@@ -57,6 +57,20 @@ def remaining(
     return p._replace(delegates=tuple(d for d in p.delegates if id(d) in failed))
 
 
+def settle(
+    ctx: Context,
+    container_id: str,
+    p: delegateplan.Plan,
+    failures: Sequence[tuple[delegateplan.PlannedDelegate, CniError]],
+    keep: bool,
+) -> None:
+    """After a teardown: save only the failed delegates for a retry (`keep`), or forget the plan."""
+    if keep:
+        ctx.store.save_plan(container_id, remaining(p, failures).to_bytes())
+    else:
+        ctx.store.remove_plan(container_id)
+
+
 def verb_context(verb: str, net: Network) -> str:
     """Multus's DelegateDel/DelegateCheck wrapping of a delegate's error."""
     if net.conflist:
