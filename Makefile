@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: all demo test deps venv tools gen lint typecheck contract-go core-coverage pytest bench faults fuzz compat soak clean testbed-up testbed-down
+.PHONY: all demo test deps venv tools gen lint typecheck contract-go core-coverage pytest bench faults fuzz compat soak clean testbed-up testbed-down images
 
 all: test
 
@@ -26,6 +26,12 @@ venv: $(VENV)/.installed
 ## A failed build does not stop the run: the tests that need that tool skip and name the reason.
 tools:
 	@scripts/build-tools || echo "WARNING: some test-bed tools failed to build; dependent tests will skip (see above)"
+
+## The two product images (sriov-dra-driver, cni-shim) from Dockerfile.driver and Dockerfile.cni, on a
+## Python base made from Debian packages, as OCI archives cached by a hash of their inputs
+## (scripts/build_images.py, docs/images.md). A warm run only hashes the inputs.
+images: deps venv
+	@$(PY) scripts/build_images.py
 
 ## Generated gRPC/protobuf stubs (never committed, never hand-edited).
 gen: venv

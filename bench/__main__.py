@@ -7,7 +7,7 @@
 Results go to bench/results/<date>-<gitsha>.json with the machine's facts and every figure;
 issue #21's targets table ends the run (bench.report: figure, peer, ours, target, met/MISSED, and
 under a miss the profile entry that explains it); `python -m bench.report <json>` puts that
-table into the README.
+table into docs/performance.md.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from typing import Any
 from kubernetes import client
 
 from sriov_operator.controllers.nodepolicy import NodePolicyController
-from sriov_operator.core.render import render_nad
+from sriov_operator.core.sourcenad import desired_nad
 from sriov_operator.kube.api import OperatorApi
 from testbed.apiobjects import as_object
 from testbed.bed import TestBed
@@ -80,7 +80,7 @@ def _setup(bed: TestBed, ns: str, policies: int, nodes: int) -> list[str]:
              "spec": {"resourceName": "sriov_vfs", "ipam": '{"type":"host-local","subnet":"10.1.0.0/24"}'}},
         ))  # fmt: skip
         objs.create_namespaced_custom_object(
-            "k8s.cni.cncf.io", "v1", ns, "network-attachment-definitions", render_nad(net, "openshift.io")
+            "k8s.cni.cncf.io", "v1", ns, "network-attachment-definitions", desired_nad(net, "openshift.io")
         )
         ready = {"type": "Ready", "status": "True", "reason": "NetworkReady", "message": "bench",
                  "observedGeneration": net["metadata"]["generation"], "lastTransitionTime": "2026-01-01T00:00:00Z"}  # fmt: skip

@@ -34,6 +34,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 import sriov_dra.prepare.managed
+import sriov_dra.prepare.shadows
 from bench.common import standalone, summary
 from sriov_dra.app import wiring
 from sriov_dra.app.config import MULTUS, Config
@@ -69,7 +70,7 @@ TIMED: Sequence[tuple[Any, str, str]] = (
     (cdi.CdiDir, "remove", "CDI"),
     (kube.KubeNads, "create_nad", "shadow creates"),
     # A claim's shadows are ensured on worker threads: the serving thread's wait for them all.
-    (sriov_dra.prepare.managed, "_in_parallel", "shadow creates"),
+    (sriov_dra.prepare.shadows, "_in_parallel", "shadow creates"),
     (kube.KubeNads, "delete_nad", "shadow deletes"),
     (kube.KubeNads, "patch_nad", "shadow finalizers"),
     (kube.KubePods, "patch_pod", "Pod patch"),

@@ -28,8 +28,8 @@ from kubernetes import client
 
 from bench import thick_compare
 from bench.common import network_namespace, standalone
-from cni_shim import wiring
-from cni_shim.daemon import NAD_READERS
+from cni_shim.app import thin
+from cni_shim.app.thick import NAD_READERS
 from cni_shim.kube.daemon_client import ApiServer
 from cni_shim.kube.views import LiveView
 from cni_shim.node.execution import ProcessExecutor
@@ -91,7 +91,7 @@ def measure(bed: TestBed, tools: ToolSet, work: Path, cycles: int, dump: str = "
         _LiveOnly(ApiServer.connect(str(bed.kubeconfig_for("admin"))), metrics, readers),
         metrics,
         lambda *_a, **_k: None,
-        base_services=lambda env: wiring.services(env)._replace(executor=executor, versions_for=None),
+        base_services=lambda env: thin.services(env)._replace(executor=executor, versions_for=None),
     )
     conf = base64.b64encode(
         json.dumps({"cniVersion": "1.0.0", "name": "multus-cni-network", "type": "cni-shim"}).encode()

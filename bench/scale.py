@@ -11,8 +11,8 @@ Then, each in a child process so its peak RSS is its own:
   cluster-wide NAD list narrowed by the managed-by and node-UID labels and checked item by item
   as it streams in, each shadow correlated with its checkpoint record. A few claims are dropped
   from the checkpoint first, so the scan must report exactly their shadows as orphans.
-- repair pass: the driver's own pass (sriov_dra.recovery.repair.RepairWorker over the ManagedPreparer that
-  sriov_dra.app.wiring.managed_service builds on the live API), over real ResourceClaims (allocated and
+- repair pass: the driver's own pass (sriov_dra.recovery.repair.RepairWorker over the ClaimRepairer that
+  sriov_dra.app.wiring.repair_service builds on the live API), over real ResourceClaims (allocated and
   reserved for their Pods) and their Pods: each claim and Pod checked, each shadow verified, the
   Pod's selections and status.devices kept. Once without a listing (each claim, Pod and shadow
   read live: the per-claim path) and once with the pass's listings (this node's Pods, the claims,
@@ -55,7 +55,7 @@ from sriov_contract.keys import NETWORKS_ANNOTATION, PROTOCOL_VERSION
 from sriov_dra.cli.common import read_checkpoint
 from sriov_dra.core.bindingrecord import PENDING, READY, BindingRecord
 from sriov_dra.core.claimrecord import ClaimRecord, PreparedDevice, encode
-from sriov_dra.core.render import render_shadow_config
+from sriov_dra.core.shadowconfig import render_shadow_config
 from sriov_dra.kube.resources import KubeNads, KubeShadowLister
 from sriov_dra.model import DRIVER_NAME
 from sriov_dra.prepare.shadows import ensure_shadow, finalize_released_shadow, request_shadow_deletion
@@ -305,14 +305,16 @@ def request_kind(method: str, url: str) -> str:
 def _repair_pass(
     listed: bool, api: client.ApiClient, node_uid: str, read: CheckpointReader
 ) -> dict[str, Any]:
-    """The driver's repair pass (RepairWorker over managed_service's ManagedPreparer), timed after
+    """The driver's repair pass (RepairWorker over repair_service's ClaimRepairer), timed after
     one unmeasured pass; `listed` takes the pass's listings, else each claim takes the live path."""
     records = read()
     first = (records[0].devices[0].managed_binding or {}) if records else {}
     work = Path(tempfile.mkdtemp(prefix="bench-repair-"))
-    service, checkpoint = in_process_service(api, read.path, str(first.get("nodeName", "")), node_uid, work)
-    listing = service.list_for_pass if listed else None
-    worker = RepairWorker(service, checkpoint.snapshot_all, listing=listing)
+    repairer, lister, checkpoint = in_process_service(
+        api, read.path, str(first.get("nodeName", "")), node_uid, work
+    )
+    listing = lister.list_for_pass if listed else None
+    worker = RepairWorker(repairer, checkpoint.snapshot_all, listing=listing)
     worker.run_once()
     counter = RequestCounter(api)
     start, cpu = time.perf_counter(), time.process_time()

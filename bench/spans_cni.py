@@ -32,6 +32,7 @@ from kubernetes import client
 from bench import thick_compare
 from bench.common import network_namespace, standalone
 from cni_shim import daemon, launcher
+from cni_shim.app import config, thick
 from cni_shim.kube.daemon_client import ApiServer
 from cni_shim.kube.views import LiveView
 from cni_shim.node import execution
@@ -162,7 +163,7 @@ def measure(bed: TestBed, tools: ToolSet, work: Path, cycles: int) -> dict[str, 
         "delegates": [thick_compare.ptp("podnet", "10.90.0.0/24", work / "ipam")],
         "liveNetworkConfigOnAdd": True,
     }
-    conf = daemon.load_config(_write(work / "daemon-config.json", raw), {"NODE_NAME": bed.node_name})
+    conf = config.load_config(_write(work / "daemon-config.json", raw), {"NODE_NAME": bed.node_name})
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
     spans = Spans()
     windows: list[tuple[float, float, str]] = []
@@ -189,7 +190,7 @@ def measure(bed: TestBed, tools: ToolSet, work: Path, cycles: int) -> dict[str, 
         instrument(spans)
         try:
             threading.Thread(target=drive, name="client", daemon=True).start()
-            daemon.run(conf, env, test_hooks=False, log=daemon.JsonLog(log))
+            thick.run(conf, env, test_hooks=False, log=daemon.JsonLog(log))
         finally:
             spans.restore()
     client.CoreV1Api(bed.api_client).delete_namespace(load.namespace)

@@ -65,17 +65,11 @@ def delegate_error(err: "CniError") -> "CniError":
     return out
 
 
-def reason_of(details: object) -> str:
-    """Our reason from an error JSON's details (the word before the first colon), "" if none."""
-    head = str(details or "").split(":", 1)[0]
-    return head if head.isidentifier() else ""
-
-
 def config_error(message: str) -> "CniError":
     return CniError(reasons.INVALID_NETWORK_CONFIG, message, INVALID_NETWORK_CONFIG)
 
 
-class KubeApiError(CniError):
+class ApiError(CniError):
     """A Kubernetes API request failed; `status` is the HTTP status, 0 for a transport failure."""
 
     def __init__(self, message: str, status: int) -> None:

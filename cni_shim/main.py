@@ -59,14 +59,16 @@ def run(
                 return forward.run(env, early, daemon)
             read_stdin = lambda: early  # noqa: E731
     from cni_shim import handler  # noqa: PLC0415
+    from cni_shim.core import protocol  # noqa: PLC0415 - the handler has loaded it already
 
-    return handler.invoke(env, read_stdin, services or _real_services)
+    status, out = protocol.render(handler.invoke(env, read_stdin, services or _real_services))
+    return status, out, ""
 
 
 def _real_services(env: dict[str, str]) -> "Services":
-    from cni_shim import wiring  # noqa: PLC0415 - adapters only once the request is valid
+    from cni_shim.app import thin  # noqa: PLC0415 - adapters only once the request is valid
 
-    return wiring.services(env)
+    return thin.services(env)
 
 
 def _environ() -> dict[str, str]:

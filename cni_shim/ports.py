@@ -56,7 +56,7 @@ class ManyNads(Protocol):
 
 
 class EventSink(Protocol):
-    """Where an ADD's Pod Events go (core/v1 Event objects, cni_shim.core.events). Best effort:
+    """Where an ADD's Pod Events go (core/v1 Event objects, cni_shim.core.podevents). Best effort:
     thin mode writes them beside the status write with a short timeout, the daemon after its
     reply; `publish` and `settle` may raise, and the core only logs that."""
 
@@ -65,6 +65,17 @@ class EventSink(Protocol):
     def settle(self) -> None:
         """Wait (within the sink's own budget) for a write `publish` left running."""
         ...
+
+
+class ConfFiles(Protocol):
+    """CNI config files on the node (confDir, a clusterNetwork path) as they are on disk; each
+    method raises OSError as the call it stands for does (listdir, isdir, a file read)."""
+
+    def list_dir(self, directory: str) -> list[str]: ...
+
+    def is_dir(self, path: str) -> bool: ...
+
+    def read(self, path: str) -> bytes: ...
 
 
 class Routes(Protocol):

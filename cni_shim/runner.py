@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     Json = dict[str, Any]
 
 
-class Attachment(TypedTuple):
-    """Everything that identifies one delegate invocation besides its config."""
+class RuntimeConf(TypedTuple):
+    """libcni's RuntimeConf: everything that identifies one delegate invocation besides its config."""
 
     container_id: str
     netns: str
@@ -43,15 +43,15 @@ def cache_key(network_name: str, container_id: str, ifname: str) -> str:
     return f"{network_name}-{container_id}-{ifname}"
 
 
-def plugin_env(command: str, att: Attachment) -> dict[str, str]:
-    env = dict(att.base_env)
+def plugin_env(command: str, rt: RuntimeConf) -> dict[str, str]:
+    env = dict(rt.base_env)
     env.update(
         CNI_COMMAND=command,
-        CNI_CONTAINERID=att.container_id,
-        CNI_NETNS=att.netns,
-        CNI_ARGS=";".join(f"{k}={v}" for k, v in att.cni_args),
-        CNI_IFNAME=att.ifname,
-        CNI_PATH=":".join(att.search_path),
+        CNI_CONTAINERID=rt.container_id,
+        CNI_NETNS=rt.netns,
+        CNI_ARGS=";".join(f"{k}={v}" for k, v in rt.cni_args),
+        CNI_IFNAME=rt.ifname,
+        CNI_PATH=":".join(rt.search_path),
     )
     return env
 
@@ -141,43 +141,43 @@ class Runner:
         self._executor = executor
         self._store = store
 
-    def _exec(self, plugin: JsonObject, att: Attachment, command: str, stdin: bytes) -> bytes:
-        return self._executor.execute(str(plugin["type"]), att.search_path, plugin_env(command, att), stdin)
+    def _exec(self, plugin: JsonObject, rt: RuntimeConf, command: str, stdin: bytes) -> bytes:
+        return self._executor.execute(str(plugin["type"]), rt.search_path, plugin_env(command, rt), stdin)
 
-    def add(self, net: Network, version: str, att: Attachment) -> Json:
+    def add(self, net: Network, version: str, rt: RuntimeConf) -> Json:
         prev: Json | None = None
         for plugin in net.plugins:
-            stdin = plugin_stdin(net, plugin, version, att.capability_args, prev_result=prev)
+            stdin = plugin_stdin(net, plugin, version, rt.capability_args, prev_result=prev)
             try:
-                out = self._exec(plugin, att, "ADD", stdin)
+                out = self._exec(plugin, rt, "ADD", stdin)
                 prev = results.to_current(_decode_result(out), version)
             except CniError as err:
                 raise _describe(net, plugin, "add", err) from err
         assert prev is not None  # a Network always has at least one plugin
         self._store.save_result(
-            cache_key(net.name, att.container_id, att.ifname), self._cache_doc(net, att, prev, version)
+            cache_key(net.name, rt.container_id, rt.ifname), self._cache_doc(net, rt, prev, version)
         )
         return prev
 
-    def _cache_doc(self, net: Network, att: Attachment, result: Json, version: str) -> bytes:
+    def _cache_doc(self, net: Network, rt: RuntimeConf, result: Json, version: str) -> bytes:
         doc = {
             "kind": "cniCacheV1",
-            "containerId": att.container_id,
+            "containerId": rt.container_id,
             "config": binascii.b2a_base64(net.raw, newline=False).decode(),
-            "ifName": att.ifname,
+            "ifName": rt.ifname,
             "networkName": net.name,
-            "netns": att.netns,
-            "cniArgs": [list(p) for p in att.cni_args],
-            "capabilityArgs": dict(att.capability_args),
+            "netns": rt.netns,
+            "cniArgs": [list(p) for p in rt.cni_args],
+            "capabilityArgs": dict(rt.capability_args),
             "result": results.convert(result, version),
         }
         return quickjson.dumps(doc).encode()
 
     def rewrite_default_routes(
-        self, net: Network, version: str, att: Attachment, gateways: Sequence[str]
+        self, net: Network, version: str, rt: RuntimeConf, gateways: Sequence[str]
     ) -> None:
         """Make the cached result (what DEL and CHECK see) match the replaced default routes."""
-        key = cache_key(net.name, att.container_id, att.ifname)
+        key = cache_key(net.name, rt.container_id, rt.ifname)
         data = self._store.load_result(key)
         if data is None:
             return
@@ -189,8 +189,8 @@ class Runner:
         doc["result"] = results.convert(current, version)
         self._store.save_result(key, quickjson.dumps(doc).encode())
 
-    def cached_result(self, net: Network, att: Attachment, version: str) -> Json | None:
-        data = self._store.load_result(cache_key(net.name, att.container_id, att.ifname))
+    def cached_result(self, net: Network, rt: RuntimeConf, version: str) -> Json | None:
+        data = self._store.load_result(cache_key(net.name, rt.container_id, rt.ifname))
         if data is None:
             return None
         try:
@@ -200,35 +200,35 @@ class Runner:
             # An unreadable result cache must not block teardown (libcni >= 1.3 behaviour).
             return None
 
-    def delete(self, net: Network, version: str, att: Attachment) -> None:
-        prev = self.cached_result(net, att, version) if versions.at_least(version, "0.4.0") else None
+    def delete(self, net: Network, version: str, rt: RuntimeConf) -> None:
+        prev = self.cached_result(net, rt, version) if versions.at_least(version, "0.4.0") else None
         for plugin in reversed(net.plugins):
-            stdin = plugin_stdin(net, plugin, version, att.capability_args, prev_result=prev)
+            stdin = plugin_stdin(net, plugin, version, rt.capability_args, prev_result=prev)
             try:
-                self._exec(plugin, att, "DEL", stdin)
+                self._exec(plugin, rt, "DEL", stdin)
             except CniError as err:
                 raise _describe(net, plugin, "delete", err) from err
-        self._store.remove_result(cache_key(net.name, att.container_id, att.ifname))
+        self._store.remove_result(cache_key(net.name, rt.container_id, rt.ifname))
 
-    def check(self, net: Network, version: str, att: Attachment) -> None:
+    def check(self, net: Network, version: str, rt: RuntimeConf) -> None:
         if net.disable_check or not versions.at_least(version, "0.4.0"):
             return
-        prev = self.cached_result(net, att, version)
+        prev = self.cached_result(net, rt, version)
         for plugin in net.plugins:
-            stdin = plugin_stdin(net, plugin, version, att.capability_args, prev_result=prev)
+            stdin = plugin_stdin(net, plugin, version, rt.capability_args, prev_result=prev)
             try:
-                self._exec(plugin, att, "CHECK", stdin)
+                self._exec(plugin, rt, "CHECK", stdin)
             except CniError as err:
                 raise _describe(net, plugin, "check", err) from err
 
-    def status(self, net: Network, version: str, att: Attachment) -> None:
+    def status(self, net: Network, version: str, rt: RuntimeConf) -> None:
         if not versions.at_least(version, "1.1.0"):
             return
         for plugin in net.plugins:
-            self._exec(plugin, att, "STATUS", plugin_stdin(net, plugin, version, {}))
+            self._exec(plugin, rt, "STATUS", plugin_stdin(net, plugin, version, {}))
 
     def gc(
-        self, net: Network, version: str, att: Attachment, valid: Sequence[tuple[str, str]]
+        self, net: Network, version: str, rt: RuntimeConf, valid: Sequence[tuple[str, str]]
     ) -> list[CniError]:
         if net.disable_gc or not versions.at_least(version, "1.1.0"):
             return []
@@ -237,7 +237,7 @@ class Runner:
         failures = []
         for plugin in net.plugins:
             try:
-                self._exec(plugin, att, "GC", plugin_stdin(net, plugin, version, {}, extra=extra))
+                self._exec(plugin, rt, "GC", plugin_stdin(net, plugin, version, {}, extra=extra))
             except CniError as err:
                 failures.append(_describe(net, plugin, "gc", err))
         return failures

@@ -50,6 +50,16 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+def constants(module: ModuleType) -> dict[str, str]:
+    """Reason -> the name of the catalogue constant that holds it: what the code raises."""
+    meanings: dict[str, tuple[str, str]] = module.MEANINGS
+    return {
+        value: name
+        for name, value in vars(module).items()
+        if name.isupper() and not name.startswith("_") and isinstance(value, str) and value in meanings
+    }
+
+
 def render() -> str:
     out = [
         "# Reasons",
@@ -57,12 +67,24 @@ def render() -> str:
         "Every stable reason code an error can carry, generated from the catalogues by "
         "`scripts/gen_reasons.py`; do not edit by hand.",
         "",
+        "The code never spells a reason out: it raises the catalogue constant in the second column. "
+        "`grep -rnw REASON_CONSTANT sriov_dra cni_shim sriov_contract`, with that constant in place "
+        "of `REASON_CONSTANT`, lists the line that defines it and every line that raises it.",
+        "",
     ]
     for title, intro, module in SECTIONS:
         meanings: dict[str, tuple[str, str]] = module.MEANINGS
-        out += [f"## {title}", "", intro, "", "| reason | meaning | what to do |", "| --- | --- | --- |"]
+        names = constants(module)
         out += [
-            f"| `{reason}` | {_cell(meaning)} | {_cell(action)} |"
+            f"## {title}",
+            "",
+            f"{intro} Constants of `{module.__name__}`.",
+            "",
+            "| reason | constant | meaning | what to do |",
+            "| --- | --- | --- | --- |",
+        ]
+        out += [
+            f"| `{reason}` | `{names[reason]}` | {_cell(meaning)} | {_cell(action)} |"
             for reason, (meaning, action) in sorted(meanings.items())
         ]
         out.append("")

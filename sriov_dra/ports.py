@@ -8,10 +8,13 @@ failure is a sriov_dra.apierrors.ApiError.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from sriov_dra.core.bindingrecord import BindingRecord
 from sriov_dra.core.selection import PatchOp
+from sriov_dra.core.shadowmatch import ShadowIndex
 
 
 @runtime_checkable
@@ -131,6 +134,45 @@ class CdiSpecs(Protocol):
     def write(self, uid: str, spec: Mapping[str, Any]) -> None: ...
 
     def remove(self, uid: str) -> None: ...
+
+
+class LiveClaim(Protocol):
+    """A checkpointed claim as repair reads it live, before deciding whether it may repair it."""
+
+    @property
+    def pod(self) -> Mapping[str, Any]:
+        """The Pod its reservation names, read live and checked to be on this node."""
+
+    @property
+    def devices(self) -> Collection[tuple[str, str]]:
+        """(pool, device) of every VF of this driver it allocates now."""
+
+
+LiveT = TypeVar("LiveT", bound=LiveClaim)
+
+
+class ManagedClaims(Protocol[LiveT]):
+    """Managed preparation as repair reaches it (sriov_dra.prepare.managed.ManagedPreparer provides
+    it): the locks kubelet's calls take, the release kubelet authorized, and the live path's read
+    and forward repair. Repair decides which of them a claim gets (sriov_dra.recovery.claimrepair)."""
+
+    def claim_then_pod(self, claim_uid: str, pod_uid: str) -> AbstractContextManager[None]:
+        """Hold the claim's lock, then its Pod's, as kubelet's prepare and unprepare do."""
+
+    def release_managed_claim(self, claim_uid: str) -> None:
+        """Resume the claim's release; under the caller's locks."""
+
+    def read_live(self, namespace: str, name: str, claim_uid: str) -> LiveT:
+        """Read the claim, resolve its Pod and its allocation, as a prepare would."""
+
+    def repair_forward(self, live: LiveT, listed: ShadowIndex | None) -> None:
+        """Ensure the bindings of `live`'s Pod and report the claim's status.devices; under the
+        caller's locks. A shadow `listed` exactly as recorded costs no read."""
+
+    def status_behind(
+        self, claim: Mapping[str, Any], pod: Mapping[str, Any], bindings: Sequence[BindingRecord]
+    ) -> bool:
+        """Whether the claim's status.devices would be written for these Ready bindings."""
 
 
 @runtime_checkable

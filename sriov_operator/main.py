@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from sriov_contract.errors import ReasonedError
-from sriov_operator.app.inspect import inspect, render
+from sriov_operator.app.inspect import as_text, inspect
 from sriov_operator.app.wiring import Config, api_client, run, run_node_state
 from sriov_operator.kube.api import OperatorApi
 
@@ -78,7 +78,7 @@ def inspect_command(cfg: Config, as_json: bool) -> None:
     except ReasonedError as exc:
         click.echo(f"sriov-operator inspect: {exc.reason}: {exc.message}", err=True)
         sys.exit(1)
-    click.echo(json.dumps(rows, indent=2) if as_json else render(rows))
+    click.echo(json.dumps(rows, indent=2) if as_json else as_text(rows))
 
 
 @cli.command("node-state")

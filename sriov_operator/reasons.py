@@ -56,7 +56,7 @@ def fail(reason: str, message: str, **details: Any) -> OperatorError:
     return OperatorError(reason, message, **details)
 
 
-class ApiFailure(OperatorError):
+class ApiError(OperatorError):
     """A failed API call; `status` is the HTTP status, 0 when no response arrived."""
 
     @property

@@ -9,6 +9,8 @@ from __future__ import annotations
 import binascii
 
 from cni_shim import reasons
+from cni_shim.core import network
+from cni_shim.core.network import Network
 from cni_shim.errors import CniError
 from sriov_lib import quickjson
 from sriov_lib.typedtuple import TypedTuple
@@ -34,6 +36,15 @@ class PlannedDelegate(TypedTuple):
     # Multus default-route handling (ADD only): replace this interface's default routes.
     route_override: bool = False
     default_route: tuple[str, ...] = ()
+    # `conf` as the request that planned this delegate parsed it; never stored. A plan read back
+    # from disk has none, and parses its bytes where a verb first needs them (so a damaged entry
+    # fails that verb, not the reading of the plan).
+    parsed: Network | None = None
+
+    def network(self) -> Network:
+        if self.parsed is not None:
+            return self.parsed
+        return network.parse(self.conf, f"delegate {self.name}")
 
 
 class Plan(TypedTuple):

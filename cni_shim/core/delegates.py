@@ -1,4 +1,4 @@
-"""Building the delegate list exactly as Multus does (pure, except confDir file reads).
+"""Building the delegate list exactly as Multus does (pure: confDir is read through cni_shim.ports.ConfFiles).
 
 Order: cluster network (master) + defaultNetworks + the networks annotation; the
 v1.multus-cni.io/default-network annotation replaces the master. NAD configs come inline or from
@@ -9,13 +9,14 @@ list is collision-checked before anything runs.
 
 from __future__ import annotations
 
-import os
+import posixpath
 from collections.abc import Callable, Mapping, Sequence
 
 from cni_shim import reasons
 from cni_shim.core import jsonbytes, network
+from cni_shim.core.network import Network
 from cni_shim.core.protocol import validate_ifname
-from cni_shim.errors import INVALID_NETWORK_CONFIG, CniError, KubeApiError, config_error
+from cni_shim.errors import INVALID_NETWORK_CONFIG, ApiError, CniError, config_error
 from sriov_contract import reasons as contract_reasons
 from sriov_contract.networks import NetworkSelection, parse_network_selections
 from sriov_lib.rawjson import JsonObject
@@ -26,6 +27,8 @@ TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI s
 if TYPE_CHECKING:
     from typing import Any
 
+    from cni_shim.ports import ConfFiles
+
 DEFAULT_NETWORK_ANNOTATION = "v1.multus-cni.io/default-network"
 _CONF_EXTENSIONS = (".conf", ".json", ".conflist")
 _DEVINFO_DIR = "/var/run/k8s.cni.cncf.io/devinfo/cni/"
@@ -34,10 +37,11 @@ NadGetter = Callable[[str, str], "dict[str, Any] | None"]
 
 
 class Candidate(TypedTuple):
-    """A delegate before interface naming: its name, exact config bytes and the selection behind it."""
+    """A delegate before interface naming: its name, its parsed config (which keeps the exact
+    bytes) and the selection behind it."""
 
     name: str
-    conf: bytes
+    network: Network
     master: bool = False
     selection: NetworkSelection | None = None
     managed: bool = False
@@ -47,17 +51,17 @@ def _err(reason: str, message: str) -> CniError:
     return CniError(reason, message, INVALID_NETWORK_CONFIG)
 
 
-def find_in_dir(wanted: str, directory: str) -> bytes:
+def find_in_dir(wanted: str, directory: str, files: ConfFiles) -> Network:
     """NAD-client GetCNIConfigFromFile: the first file (by name) whose network name matches."""
     try:
-        files = sorted(f for f in os.listdir(directory) if f.endswith(_CONF_EXTENSIONS))
+        names = sorted(f for f in files.list_dir(directory) if f.endswith(_CONF_EXTENSIONS))
     except OSError:
-        files = []
-    if not files:
+        names = []
+    if not names:
         raise _err(reasons.NO_NETWORK_FOUND, f"No networks found in {directory}")
-    for fname in files:
-        path = os.path.join(directory, fname)
-        data = _read_file(path)
+    for fname in names:
+        path = posixpath.join(directory, fname)
+        data = _read_file(files, path)
         # The NAD client's wording: "Error loading CNI con(f|flist) file <path>: <libcni's error>".
         kind = "conflist" if fname.endswith(".conflist") else "config"
         try:
@@ -74,14 +78,13 @@ def find_in_dir(wanted: str, directory: str) -> bytes:
                 + ("no 'plugins' key" if net.conflist is False else "missing 'type'"),
             )
         if wanted in ("", net.name):
-            return data
+            return net
     raise _err(reasons.NO_NETWORK_FOUND, f"no network available in the name {wanted} in cni dir {directory}")
 
 
-def _read_file(path: str) -> bytes:
+def _read_file(files: ConfFiles, path: str) -> bytes:
     try:
-        with open(path, "rb") as fh:
-            return fh.read()
+        return files.read(path)
     except OSError as exc:
         raise _err(
             reasons.INVALID_NETWORK_FILE, f"cannot read CNI config file {path}: {exc.strerror}"
@@ -102,14 +105,16 @@ def spec_config(nad: Mapping[str, Any]) -> bytes:
         raise config_error(f"{what}: spec.config is not valid Unicode text ({exc.reason})") from exc
 
 
-def nad_config(nad: Mapping[str, Any], conf_dir: str) -> bytes:
-    """NAD -> CNI bytes: empty spec.config means a file in confDir; an absent name is filled in."""
+def nad_network(nad: Mapping[str, Any], conf_dir: str, files: ConfFiles, what: str) -> Network:
+    """NAD -> its network: empty spec.config means a file in confDir; an absent name is filled in.
+
+    `what` names the NAD in a parse error (Multus's delegate loader words it so)."""
     meta = nad.get("metadata") or {}
     nad_name = str(meta.get("name", ""))
     raw = spec_config(nad)
     if not raw:
         try:
-            return find_in_dir(nad_name, conf_dir)
+            return find_in_dir(nad_name, conf_dir, files)
         except CniError as exc:
             raise exc.wrap("GetCNIConfig: err in GetCNIConfigFromFile: ") from exc
     obj = network.decode(
@@ -117,8 +122,8 @@ def nad_config(nad: Mapping[str, Any], conf_dir: str) -> bytes:
     )
     if obj.get("name") in (None, ""):
         obj["name"] = nad_name
-        return jsonbytes.dumps_sorted(obj).encode()
-    return raw
+        raw = jsonbytes.dumps_sorted(obj).encode()
+    return network.parse(raw, what)
 
 
 def _merge_cni_args(target: JsonObject, cni_args: JsonObject) -> None:
@@ -134,41 +139,51 @@ def _merge_cni_args(target: JsonObject, cni_args: JsonObject) -> None:
 
 def load(conf: bytes, selection: NetworkSelection | None, what: str, managed: bool = False) -> Candidate:
     """Multus LoadDelegateNetConf: validate the shape, merge cni-args, name the delegate."""
-    net = network.parse(conf, what)
+    return candidate(network.parse(conf, what), selection, what, managed)
+
+
+def candidate(
+    net: Network, selection: NetworkSelection | None, what: str, managed: bool = False
+) -> Candidate:
+    """load() of a network already parsed: the selection's cni-args merged in, the delegate named.
+
+    Merging writes a new config (a fresh, mutable decode of the bytes), parsed once more: the
+    delegate runs with exactly those bytes."""
+    name = f"{selection.namespace}/{selection.name}" if selection is not None and selection.name else net.name
     if selection is not None and selection.cni_args:
-        obj = network.decode(conf, what)
+        obj = network.decode(net.raw, what)
         for plugin in obj["plugins"] if net.conflist else [obj]:  # type: ignore[union-attr]
             _merge_cni_args(plugin, selection.cni_args)  # type: ignore[arg-type]
-        conf = jsonbytes.dumps_sorted(obj).encode()
-    name = f"{selection.namespace}/{selection.name}" if selection is not None and selection.name else net.name
-    return Candidate(name=name, conf=conf, selection=selection, managed=managed)
+        net = network.parse(jsonbytes.dumps_sorted(obj).encode(), what)
+    return Candidate(name=name, network=net, selection=selection, managed=managed)
 
 
-def resolve_network(value: str, namespace: str, conf_dir: str, get_nad: NadGetter | None) -> Candidate:
+def resolve_network(
+    value: str, namespace: str, conf_dir: str, get_nad: NadGetter | None, files: ConfFiles
+) -> Candidate:
     """clusterNetwork/defaultNetworks entry: NAD, then CNI name in confDir, or a file/dir path."""
     if "/" not in value:
         if get_nad is not None:
             try:
                 nad = get_nad(namespace, value)
                 if nad is not None:
-                    cand = load(
-                        nad_config(nad, conf_dir), None, f"NetworkAttachmentDefinition {namespace}/{value}"
-                    )
+                    what = f"NetworkAttachmentDefinition {namespace}/{value}"
+                    cand = candidate(nad_network(nad, conf_dir, files, what), None, what)
                     return cand._replace(name=f"{namespace}/{value}")
-            except KubeApiError:
+            except ApiError:
                 raise  # an unreachable API fails visibly; a local file is no stand-in for a live read
             except CniError:
                 pass  # Multus falls through to a confDir lookup on a missing or unusable NAD
         try:
-            return load(find_in_dir(value, conf_dir), None, f"network {value} in {conf_dir}")
+            return candidate(find_in_dir(value, conf_dir, files), None, f"network {value} in {conf_dir}")
         except CniError as exc:
             raise _err(reasons.NO_NETWORK_FOUND, f"cannot find network: {value}") from exc
-    if os.path.isdir(value):
-        files = sorted(f for f in os.listdir(value) if f.endswith(_CONF_EXTENSIONS))
-        if not files:
+    if files.is_dir(value):
+        names = sorted(f for f in files.list_dir(value) if f.endswith(_CONF_EXTENSIONS))
+        if not names:
             raise _err(reasons.NO_NETWORK_FOUND, f"cannot find network: {value}")
-        value = os.path.join(value, files[0])
-    return load(_read_file(value), None, f"CNI config file {value}")
+        value = posixpath.join(value, names[0])
+    return load(_read_file(files, value), None, f"CNI config file {value}")
 
 
 def default_network_selection(pod: Mapping[str, Any], default_namespace: str) -> NetworkSelection | None:

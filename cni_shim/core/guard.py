@@ -159,7 +159,6 @@ def check_shadow(
     """All of spec 10.3 for one selected shadow (Pod, node, namespace, owner, finalizer, deletion,
     resourceName, PCI, hash, registry); raises on the first failed check."""
     meta = nad.get("metadata") or {}
-    pod_meta = pod.get("metadata") or {}
     what = f"{meta.get('namespace')}/{meta.get('name')}"
     annotations = meta.get("annotations") or {}
     try:
@@ -168,6 +167,16 @@ def check_shadow(
         raise _reject(
             reasons.MANAGED_SHADOW_BINDING_INVALID, what, f"{keys.BINDING_ANNOTATION} is unusable ({exc})"
         ) from exc
+    _check_owner(meta, pod, binding, what)
+    _check_config(spec_config(nad), binding, what)
+    _check_selection(selection, binding, what)
+    if registry is not None:
+        _check_registered(registry, meta, binding, what)
+
+
+def _check_owner(meta: Mapping[str, Any], pod: Mapping[str, Any], binding: Binding, what: str) -> None:
+    """The shadow is this Pod's, on its node and in its namespace, protected and not going away."""
+    pod_meta = pod.get("metadata") or {}
     if binding.pod_uid != pod_meta.get("uid"):
         raise _reject(
             reasons.MANAGED_SHADOW_POD_MISMATCH,
@@ -204,13 +213,16 @@ def check_shadow(
         raise _reject(
             reasons.MANAGED_SHADOW_TERMINATING, what, f"it is being deleted since {meta['deletionTimestamp']}"
         )
-    if keys.RESOURCE_NAME_ANNOTATION in annotations:
+    if keys.RESOURCE_NAME_ANNOTATION in (meta.get("annotations") or {}):
         raise _reject(
             reasons.MANAGED_SHADOW_HAS_RESOURCE_NAME,
             what,
             f"annotation {keys.RESOURCE_NAME_ANNOTATION} must be absent",
         )
-    config = spec_config(nad)
+
+
+def _check_config(config: bytes, binding: Binding, what: str) -> None:
+    """spec.config is the static sriov config the driver rendered for the bound VF, to the byte."""
     pci = _static_sriov_pci(config, what)
     if pci != binding.pci_address:
         raise _reject(
@@ -224,28 +236,30 @@ def check_shadow(
             what,
             "spec.config bytes differ from what the driver rendered",
         )
-    _check_selection(selection, binding, what)
-    if registry is not None:
-        entries = [e for e in registry.entries if e.attachment_id == binding.attachment_id]
-        if len(entries) != 1:
-            raise _reject(
-                reasons.MANAGED_SHADOW_NOT_REGISTERED,
-                what,
-                f"Pod registry lists attachment {binding.attachment_id} {len(entries)} times",
-            )
-        entry = entries[0]
-        if (entry.namespace, entry.name) != (
-            meta.get("namespace"),
-            meta.get("name"),
-        ) or entry.uid != meta.get("uid"):
-            raise _reject(
-                reasons.MANAGED_SHADOW_REGISTRY_MISMATCH,
-                what,
-                f"registry records {entry.namespace}/{entry.name} UID {entry.uid}, shadow UID is {meta.get('uid')}",
-            )
-        if entry.config_sha256 != binding.config_sha256 or entry.interface != binding.interface:
-            raise _reject(
-                reasons.MANAGED_SHADOW_REGISTRY_MISMATCH,
-                what,
-                "registry hash or interface disagrees with the binding",
-            )
+
+
+def _check_registered(registry: Registry, meta: Mapping[str, Any], binding: Binding, what: str) -> None:
+    """The Pod's registry lists this binding once, naming this shadow with the binding's hash and interface."""
+    entries = [e for e in registry.entries if e.attachment_id == binding.attachment_id]
+    if len(entries) != 1:
+        raise _reject(
+            reasons.MANAGED_SHADOW_NOT_REGISTERED,
+            what,
+            f"Pod registry lists attachment {binding.attachment_id} {len(entries)} times",
+        )
+    entry = entries[0]
+    if (entry.namespace, entry.name) != (
+        meta.get("namespace"),
+        meta.get("name"),
+    ) or entry.uid != meta.get("uid"):
+        raise _reject(
+            reasons.MANAGED_SHADOW_REGISTRY_MISMATCH,
+            what,
+            f"registry records {entry.namespace}/{entry.name} UID {entry.uid}, shadow UID is {meta.get('uid')}",
+        )
+    if entry.config_sha256 != binding.config_sha256 or entry.interface != binding.interface:
+        raise _reject(
+            reasons.MANAGED_SHADOW_REGISTRY_MISMATCH,
+            what,
+            "registry hash or interface disagrees with the binding",
+        )

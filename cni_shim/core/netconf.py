@@ -68,7 +68,7 @@ class NetConf(TypedTuple):
     kubeconfig: str = ""
     cluster_network: str = ""
     default_networks: tuple[str, ...] = ()
-    delegates: tuple[bytes, ...] = ()
+    delegates: tuple[network.Network, ...] = ()
     conf_dir: str = DEFAULT_CONF_DIR
     cni_dir: str = DEFAULT_CNI_DIR
     bin_dir: str = DEFAULT_BIN_DIR
@@ -158,7 +158,7 @@ def load(raw: dict[str, Any]) -> NetConf:
     cluster = _typed(raw, "clusterNetwork", str, "")
     if not delegates_raw and not cluster:
         raise config_error("LoadNetConf: at least one delegate/clusterNetwork must be specified")
-    delegates: list[bytes] = []
+    delegates: list[network.Network] = []
     if not cluster:
         for idx, item in enumerate(delegates_raw):
             if not isinstance(item, dict):
@@ -166,8 +166,7 @@ def load(raw: dict[str, Any]) -> NetConf:
                     f"LoadNetConf: failed to load delegate {idx} config: it must be a JSON object"
                 )
             encoded = quickjson.dumps(item, sort_keys=True, separators=(",", ":")).encode()
-            network.parse(encoded, f"LoadNetConf: failed to load delegate {idx} config")
-            delegates.append(encoded)
+            delegates.append(network.parse(encoded, f"LoadNetConf: failed to load delegate {idx} config"))
     global_ns = _typed(raw, "globalNamespaces", str, "")
     runtime = _typed(raw, "runtimeConfig", dict, {}) or {}
     conf = NetConf(

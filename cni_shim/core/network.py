@@ -51,10 +51,10 @@ def _str(obj: JsonObject, key: str, what: str) -> str:
 _LOADER = "LoadDelegateNetConf: failed with: LoadDelegateNetConfList: "
 
 
-# Parsed networks by their exact bytes. One request met the same delegate config up to seven
-# times (candidate, plan, each verb) and the daemon meets it again on every Pod's ADD and DEL;
-# a Network is never modified after parsing, so its plugins can be shared. Only successes are
-# kept: a failure's message names the `what` of its caller.
+# Parsed networks by their exact bytes. A request parses each delegate config once and carries
+# the Network from there (candidate, plan, the verb), but the daemon meets the same configs again
+# on every Pod's ADD and DEL; a Network is never modified after parsing, so its plugins can be
+# shared. Only successes are kept: a failure's message names the `what` of its caller.
 _PARSED: dict[bytes, Network] = {}
 _PARSED_MAX = 256
 

@@ -160,9 +160,26 @@ def check_config(command: str, raw: Mapping[str, Any]) -> str:
     return versions.require_supported(version)
 
 
+class Outcome(TypedTuple):
+    """What one request came to, before either edge writes it (Multus's `(Result, error)`): the
+    ADD's result in the caller's version (None for the other verbs), or the failure with the
+    cniVersion its error JSON names (the request config's, as skel does)."""
+
+    result: Mapping[str, Any] | None = None
+    error: CniError | None = None
+    cni_version: str = ""
+
+
 def render_result(result: Mapping[str, Any]) -> str:
     return quickjson.dumps(result, indent=4)
 
 
 def render_error(err: CniError, cni_version: str) -> str:
     return quickjson.dumps(err.to_json(cni_version), indent=4)
+
+
+def render(outcome: Outcome) -> tuple[int, str]:
+    """The executable's exit status and stdout for an outcome."""
+    if outcome.error is not None:
+        return 1, render_error(outcome.error, outcome.cni_version)
+    return 0, render_result(outcome.result) if outcome.result is not None else ""

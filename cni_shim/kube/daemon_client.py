@@ -1,7 +1,7 @@
 """The daemon's one Kubernetes client, spoken as raw JSON.
 
 The core works on plain dicts, and informers must keep exactly what the API server sent, so
-this adapter needs no model classes; every failure maps to KubeApiError.
+this adapter needs no model classes; every failure maps to ApiError.
 
 A request's own calls (the Pod and NAD GETs, the status PUT, the Event POST) go over kept-alive
 sockets of the thin shim's HTTP/1.1 client, one per concurrent caller: urllib3 spent about
@@ -22,7 +22,7 @@ from typing import Any
 
 import urllib3
 
-from cni_shim.errors import KubeApiError
+from cni_shim.errors import ApiError
 from cni_shim.kube.kubeconfig import Connection
 from cni_shim.kube.paths import REQUEST_TIMEOUT
 from cni_shim.kube.thin_client import KubeClient, ssl_context
@@ -41,9 +41,9 @@ def _object(data: bytes, what: str) -> dict[str, Any]:
     try:
         doc = json.loads(data)
     except (ValueError, RecursionError) as exc:
-        raise KubeApiError(f"{what} returned a body that is not JSON", 0) from exc
+        raise ApiError(f"{what} returned a body that is not JSON", 0) from exc
     if not isinstance(doc, dict):
-        raise KubeApiError(f"{what} returned a body that is not an object", 0)
+        raise ApiError(f"{what} returned a body that is not an object", 0)
     return doc
 
 
@@ -59,7 +59,7 @@ def _bearer(token: str, token_file: str) -> str:
             with open(token_file, encoding="ascii") as fh:
                 token = fh.read().strip()
         except (OSError, UnicodeDecodeError) as exc:
-            raise KubeApiError(f"cannot read the bearer token file {token_file}: {exc}", 401) from exc
+            raise ApiError(f"cannot read the bearer token file {token_file}: {exc}", 401) from exc
     return f"Bearer {token}" if token else ""
 
 
@@ -150,7 +150,7 @@ class ApiServer:
 
         conn = kubeconfigs.load(kubeconfig) if kubeconfig else kubeconfigs.in_cluster(os.environ)
         if conn is None:
-            raise KubeApiError("no kubeconfig given and not in a cluster (KUBERNETES_SERVICE_HOST unset)", 0)
+            raise ApiError("no kubeconfig given and not in a cluster (KUBERNETES_SERVICE_HOST unset)", 0)
         if conn.auth_plugin:
             return cls._through_library(kubeconfig)
         extra: dict[str, Any] = {}
@@ -214,13 +214,13 @@ class ApiServer:
                 preload_content=not stream,
             )
         except Exception as exc:  # urllib3's errors have no common base worth naming here
-            raise KubeApiError(f"{method} {path} on {self.server} failed: {exc}", 0) from exc
+            raise ApiError(f"{method} {path} on {self.server} failed: {exc}", 0) from exc
 
     def _read(self, response: Any, what: str) -> bytes:
         try:
             return bytes(response.data)
         except Exception as exc:
-            raise KubeApiError(f"{what}: reading the answer failed: {exc}", 0) from exc
+            raise ApiError(f"{what}: reading the answer failed: {exc}", 0) from exc
 
     def _call(
         self, method: str, path: str, what: str, body: Mapping[str, Any] | None = None
@@ -236,28 +236,26 @@ class ApiServer:
         if status == 404:
             return None
         if status != 200:
-            raise KubeApiError(f"GET {what} returned HTTP {status}: {_message(data)}", status)
+            raise ApiError(f"GET {what} returned HTTP {status}: {_message(data)}", status)
         return _object(data, f"GET {what}")
 
     def put(self, path: str, body: Mapping[str, Any], what: str) -> None:
         status, data = self._call("PUT", path, what, body)
         if status != 200:
-            raise KubeApiError(f"PUT {what} failed: HTTP {status}: {_message(data)}", status)
+            raise ApiError(f"PUT {what} failed: HTTP {status}: {_message(data)}", status)
 
     def post(self, path: str, body: Mapping[str, Any], what: str) -> int:
         """POST an object; returns the HTTP status (201/200 created, 409 already there)."""
         status, data = self._call("POST", path, what, body)
         if status not in (200, 201, 409):
-            raise KubeApiError(f"POST {what} failed: HTTP {status}: {_message(data)}", status)
+            raise ApiError(f"POST {what} failed: HTTP {status}: {_message(data)}", status)
         return status
 
     def list(self, path: str, query: Sequence[tuple[str, str]]) -> dict[str, Any]:
         response = self._send("GET", path, query, timeout=60.0)
         data = self._read(response, f"LIST {path}")
         if response.status != 200:
-            raise KubeApiError(
-                f"LIST {path} returned HTTP {response.status}: {_message(data)}", response.status
-            )
+            raise ApiError(f"LIST {path} returned HTTP {response.status}: {_message(data)}", response.status)
         return _object(data, f"LIST {path}")
 
     def watch(
@@ -270,7 +268,7 @@ class ApiServer:
         try:
             if response.status != 200:
                 data = self._read(response, f"WATCH {path}")
-                raise KubeApiError(
+                raise ApiError(
                     f"WATCH {path} returned HTTP {response.status}: {_message(data)}", response.status
                 )
             try:
@@ -282,10 +280,10 @@ class ApiServer:
                             yield _object(line, f"WATCH {path}")
                 if pending.strip():
                     yield _object(pending, f"WATCH {path}")
-            except KubeApiError:
+            except ApiError:
                 raise
             except Exception as exc:
-                raise KubeApiError(f"WATCH {path} broke off: {exc}", 0) from exc
+                raise ApiError(f"WATCH {path} broke off: {exc}", 0) from exc
         finally:
             response.close()
             response.release_conn()

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
-from cni_shim.errors import KubeApiError
+from cni_shim.errors import ApiError
 from cni_shim.kube.paths import NADS_PATH
 
 Json = dict[str, Any]
@@ -125,7 +125,7 @@ class Informer:
                 version = self._relist()
                 while not stop.is_set() and version:
                     version = self._follow(version)
-            except KubeApiError as exc:
+            except ApiError as exc:
                 self._on_error(f"{self.kind} informer: {exc.message}; retrying in {RETRY_SECONDS:g}s")
                 stop.wait(RETRY_SECONDS)
 

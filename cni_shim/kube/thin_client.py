@@ -17,7 +17,7 @@ import _ssl
 import io
 import os
 
-from cni_shim.errors import KubeApiError
+from cni_shim.errors import ApiError
 from cni_shim.kube.kubeconfig import Connection, split_server
 from cni_shim.kube.paths import REQUEST_TIMEOUT, events_path, nad_path, pod_path, pod_status_path
 from sriov_lib import quickjson
@@ -233,11 +233,11 @@ class KubeClient:
             try:
                 token = _read(self._conn.token_file).decode("ascii").strip()
             except (OSError, UnicodeDecodeError) as exc:
-                raise KubeApiError(
+                raise ApiError(
                     f"cannot read the bearer token file {self._conn.token_file}: {exc}", 401
                 ) from exc
         if any(c in token for c in "\r\n") or not token.isascii():
-            raise KubeApiError("the bearer token must be one line of ASCII; fix the kubeconfig", 401)
+            raise ApiError("the bearer token must be one line of ASCII; fix the kubeconfig", 401)
         return token
 
     def request(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> tuple[int, bytes]:
@@ -266,7 +266,7 @@ class KubeClient:
                 # A kept-alive socket the server already closed is retried once on a fresh one.
                 if reused and attempt == 1 and not isinstance(exc, TimeoutError):
                     continue
-                raise KubeApiError(f"{method} {path} on {self._conn.server} failed: {exc}", 0) from exc
+                raise ApiError(f"{method} {path} on {self._conn.server} failed: {exc}", 0) from exc
             if headers.get("connection", "").lower() == "close":
                 self.close()
             return status, data
@@ -286,13 +286,13 @@ class KubeClient:
         if status == 404:
             return None
         if status != 200:
-            raise KubeApiError(f"GET {what} returned HTTP {status}: {_reason(data)}", status)
+            raise ApiError(f"GET {what} returned HTTP {status}: {_reason(data)}", status)
         try:
             doc = quickjson.loads(data)
         except (ValueError, RecursionError) as exc:
-            raise KubeApiError(f"GET {what} returned a body that is not JSON", 0) from exc
+            raise ApiError(f"GET {what} returned a body that is not JSON", 0) from exc
         if not isinstance(doc, dict):
-            raise KubeApiError(f"GET {what} returned a body that is not an object", 0)
+            raise ApiError(f"GET {what} returned a body that is not an object", 0)
         return doc
 
     def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -305,7 +305,7 @@ class KubeClient:
         meta = pod["metadata"]
         status, data = self.request("PUT", pod_status_path(meta["namespace"], meta["name"]), pod)
         if status != 200:
-            raise KubeApiError(
+            raise ApiError(
                 f"status update failed for pod {meta['namespace']}/{meta['name']}: HTTP {status}: {_reason(data)}",
                 status,
             )
@@ -324,9 +324,7 @@ class KubeClient:
             if self._sock is not None:
                 self._sock.settimeout(saved)
         if status not in (200, 201, 409):  # 409: a same-named Event exists, which is this one
-            raise KubeApiError(
-                f"creating an Event in {namespace} failed: HTTP {status}: {_reason(data)}", status
-            )
+            raise ApiError(f"creating an Event in {namespace} failed: HTTP {status}: {_reason(data)}", status)
 
 
 def _reason(data: bytes) -> str:

@@ -1,7 +1,8 @@
 """One `/cni` request inside the daemon: decode, overlay the daemon config, pick the API view, run the core.
 
 The handler is the thin mode's own (cni_shim.handler.invoke), so a thick answer is byte for byte what a
-thin invocation with the same merged config would print.
+thin invocation with the same merged config would print. Its outcome (result or CniError) is
+written once, here, as the HTTP answer's body.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from cni_shim import handler, reasons, wiring
+from cni_shim import handler, reasons
 from cni_shim.core import cniargs, netconf
-from cni_shim.core.protocol import render_error
-from cni_shim.errors import DECODE_FAILURE, INVALID_ENVIRONMENT, CniError, reason_of
+from cni_shim.core.protocol import Outcome, render_error, render_result
+from cni_shim.errors import DECODE_FAILURE, INVALID_ENVIRONMENT, CniError
 from cni_shim.ports import KubeApi
-from cni_shim.thick.events import Collector
+from cni_shim.thick.eventqueue import Collector
 
 MAX_BODY = 16 * 1024 * 1024
 # The verbs Multus's daemon refuses when CNI_ARGS does not name the Pod, and whose failures it
@@ -115,15 +116,6 @@ class Answer:
     after: Callable[[], None] | None = None
 
 
-def _reason(error_json: str) -> str:
-    """Our reason leads the error's details; a delegate's own error passed through has none of ours."""
-    try:
-        details = json.loads(error_json).get("details", "")
-    except (ValueError, AttributeError):
-        return reasons.INTERNAL_ERROR
-    return reason_of(details) or reasons.DELEGATE_FAILED
-
-
 class Dispatcher:
     def __init__(
         self,
@@ -132,7 +124,7 @@ class Dispatcher:
         events: Events,
         log: Callable[..., None],
         *,
-        base_services: Callable[[Mapping[str, str]], handler.Services] = wiring.services,
+        base_services: Callable[[Mapping[str, str]], handler.Services],
         clock: Callable[[], float] = time.monotonic,
         pod_events: PodEvents | None = None,
         drop_keys: Sequence[str] = (),
@@ -200,18 +192,12 @@ class Dispatcher:
             self._recover_uid(env, fields, live=live)
         collector = Collector() if self._pod_events is not None else None
         services = self._base(env)._replace(kube_for=kube_for, events=collector)
-        status, out, _ = handler.invoke(env, lambda: merged, lambda _env: services)
+        outcome = handler.invoke(env, lambda: merged, lambda _env: services)
         after = None
         if collector is not None and collector.events and self._pod_events is not None:
             submit, events = self._pod_events.submit, collector.events
             after = lambda: submit(events)  # noqa: E731
-        if status == 0:
-            # `out` is the result object's JSON as thin mode prints it: wrapped as it is, not re-encoded.
-            body = b'{"Result":' + out.encode() + b"}" if out else b""
-            return Answer(200, body, "ok", after)
-        if command in _MULTUS_WORDED:
-            out = _errored(out, env, pod if command == "ADD" else None)
-        return Answer(400, out.encode(), _reason(out), after)
+        return _answer(outcome, env, command, pod, after)
 
     def _recover_uid(self, env: Mapping[str, str], fields: dict[str, str], *, live: bool) -> None:
         """The runtime sent no Pod UID: look it up the way this ADD reads (a bounded live GET when live).
@@ -235,13 +221,28 @@ class Dispatcher:
             fields["uid"] = str((pod.get("metadata") or {}).get("uid", ""))
 
 
-def _errored(out: str, env: Mapping[str, str], pod: tuple[str, str] | None) -> str:
-    """The core's error as Multus's daemon words a failed request: the request, then for an ADD
-    the Pod whose networking failed (code and details stay ours)."""
-    doc = json.loads(out)
-    context = f"error configuring pod [{pod[0]}/{pod[1]}] networking: " if pod else ""
+def _answer(
+    outcome: Outcome,
+    env: Mapping[str, str],
+    command: str,
+    pod: tuple[str, str],
+    after: Callable[[], None] | None,
+) -> Answer:
+    """The outcome as Multus's daemon answers: 200 with {"Result": ...} (the result as thin mode
+    prints it) or an empty body, 400 with the CNI error JSON."""
+    err = outcome.error
+    if err is None:
+        result = outcome.result
+        body = b'{"Result":' + render_result(result).encode() + b"}" if result is not None else b""
+        return Answer(200, body, "ok", after)
+    if command not in _MULTUS_WORDED:
+        return Answer(400, render_error(err, outcome.cni_version).encode(), err.reason, after)
+    # Multus's daemon words a failed request: the request, then for an ADD the Pod whose
+    # networking failed (code and details stay ours).
+    doc = err.to_json(outcome.cni_version)
+    context = f"error configuring pod [{pod[0]}/{pod[1]}] networking: " if command == "ADD" else ""
     doc["msg"] = f"{cniargs.request_label(env)} ERRORED: {context}{doc.get('msg', '')}"
-    return json.dumps(doc, indent=4)
+    return Answer(400, json.dumps(doc, indent=4).encode(), err.reason, after)
 
 
 def _fields(env: Mapping[str, str]) -> dict[str, str]:

@@ -23,18 +23,22 @@ from sriov_dra.kube.resources import (
     KubePolicySource,
     KubeShadowLister,
     KubeSlices,
-    watch_forever,
 )
+from sriov_dra.kube.transport import watch_forever
 from sriov_dra.kubeletplugin.api import NodeService
 from sriov_dra.kubeletplugin.health import HealthServer
 from sriov_dra.kubeletplugin.server import KubeletPlugin, SocketPaths
-from sriov_dra.observe.events import NULL_OBSERVER, BindingReporter, EventRecorder, PhaseObserver
+from sriov_dra.observe.bindingreporter import NULL_OBSERVER, BindingReporter, PhaseObserver
+from sriov_dra.observe.eventrecorder import EventRecorder
 from sriov_dra.observe.metrics import CountingSlices, DriverMetrics
 from sriov_dra.ports import PolicySource
 from sriov_dra.prepare.consumer import ConsumerResolver
 from sriov_dra.prepare.devicestatus import DeviceStatusWriter
-from sriov_dra.prepare.host import HostPreparer
-from sriov_dra.prepare.managed import ManagedPreparer
+from sriov_dra.prepare.host import HostDevices
+from sriov_dra.prepare.managed import LiveConsumer, ManagedPreparer
+from sriov_dra.prepare.plain import PlainPreparer
+from sriov_dra.recovery.claimrepair import ClaimRepairer
+from sriov_dra.recovery.listing import PassLister
 from sriov_dra.recovery.repair import RepairWorker
 from sriov_dra.state.cdi import CdiDir
 from sriov_dra.state.checkpoint import FileStorage, PreparedClaims
@@ -76,7 +80,7 @@ def managed_service(
     *,
     node_name: str,
     node_uid: str,
-    host: HostPreparer,
+    devices: HostDevices,
     checkpoint: PreparedClaims,
     state: DeviceState,
     source: PolicySource,
@@ -91,7 +95,8 @@ def managed_service(
         return None if advertised is None else dict(advertised.attributes)
 
     return ManagedPreparer(
-        host=host,
+        claims=claims,
+        devices=devices,
         resolver=ConsumerResolver(
             pods=pods,
             claims=claims,
@@ -107,15 +112,36 @@ def managed_service(
         eligible_attributes=eligible_attributes,
         observer=observer or NULL_OBSERVER,
         device_status=DeviceStatusWriter(claims),
-        shadow_lister=KubeShadowLister(api),
-        pod_lister=pods,
-        claim_lister=claims,
     )
+
+
+def repair_service(
+    api: client.ApiClient,
+    service: ManagedPreparer,
+    checkpoint: PreparedClaims,
+    *,
+    node_name: str,
+    node_uid: str,
+    source: PolicySource,
+) -> tuple[ClaimRepairer[LiveConsumer], PassLister]:
+    """Repair over the live API: each claim's decisions, taken through the managed service, and the
+    listings a pass checks its claims against."""
+    lister = PassLister(
+        checkpoint=checkpoint,
+        node_name=node_name,
+        node_uid=node_uid,
+        live_node_uid=lambda: source.node()[0],
+        shadows=KubeShadowLister(api),
+        pods=KubePods(api),
+        claims=KubeClaims(api),
+    )
+    return ClaimRepairer(service, checkpoint, node_uid=node_uid), lister
 
 
 def start_repair(
     stop: threading.Event,
-    service: ManagedPreparer,
+    repairer: ClaimRepairer[LiveConsumer],
+    lister: PassLister,
     checkpoint: PreparedClaims,
     *,
     interval: float,
@@ -127,12 +153,12 @@ def start_repair(
     """The repair worker's first pass, run now (before the plugin serves), then its thread and the
     watches that wake it early."""
     worker = RepairWorker(
-        service,
+        repairer,
         checkpoint.snapshot_all,
         interval=interval,
         observer=observer,
         metrics=metrics,
-        listing=service.list_for_pass,
+        listing=lister.list_for_pass,
     )
     outcomes = worker.run_once()
     failed = {uid: why for uid, why in outcomes.items() if why}
@@ -144,16 +170,64 @@ def start_repair(
 EVENT_DRAIN_SECONDS = 2.0
 
 
+def api_client(kubeconfig: str | None) -> client.ApiClient:
+    """The API client from a kubeconfig file, or else from the Pod's service account."""
+    if kubeconfig:
+        api: client.ApiClient = kube_config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+        return api
+    kube_config.load_incluster_config()  # type: ignore[no-untyped-call]
+    return client.ApiClient()
+
+
+def serve_managed(
+    api: client.ApiClient,
+    cfg: Config,
+    stop: threading.Event,
+    *,
+    node_uid: str,
+    devices: HostDevices,
+    checkpoint: PreparedClaims,
+    state: DeviceState,
+    source: PolicySource,
+    observer: PhaseObserver,
+    metrics: DriverMetrics,
+) -> ManagedPreparer:
+    """The managed NodeService, once the repair worker's first pass has run: before kubelet can reach
+    the plugin (spec 8.3: repair starts once the checkpoint is loaded and before the driver serves
+    managed prepares)."""
+    service = managed_service(
+        api,
+        node_name=cfg.node_name,
+        node_uid=node_uid,
+        devices=devices,
+        checkpoint=checkpoint,
+        state=state,
+        source=source,
+        observer=observer,
+    )
+    repairer, lister = repair_service(
+        api, service, checkpoint, node_name=cfg.node_name, node_uid=node_uid, source=source
+    )
+    start_repair(
+        stop,
+        repairer,
+        lister,
+        checkpoint,
+        interval=cfg.repair_interval,
+        observer=observer,
+        metrics=metrics,
+        sources=[KubeShadowLister(api).watch_source(node_uid)],
+        watch=watch_forever,
+    )
+    return service
+
+
 def run(cfg: Config, stop: threading.Event) -> None:
     """Start everything, serve until `stop` is set, then shut down cleanly."""
     paths = SocketPaths(cfg.registrar_dir, cfg.plugins_dir)
     paths.plugin_dir.mkdir(parents=True, exist_ok=True, mode=0o750)
     cfg.cdi_root.mkdir(parents=True, exist_ok=True, mode=0o750)
-    if cfg.kubeconfig:
-        api = kube_config.new_client_from_config(config_file=cfg.kubeconfig)  # type: ignore[no-untyped-call]
-    else:
-        kube_config.load_incluster_config()  # type: ignore[no-untyped-call]
-        api = client.ApiClient()
+    api = api_client(cfg.kubeconfig)
 
     state = DeviceState(discover(cfg.sysfs_root))
     log.info("discovered %d VFs under %s", len(state.inventory()), cfg.sysfs_root)
@@ -175,42 +249,29 @@ def run(cfg: Config, stop: threading.Event) -> None:
         SlicePublisher(CountingSlices(slices, metrics), cfg.node_name, node_uid),
         managed=managed,
     )
-    preparer = HostPreparer(
+    devices = HostDevices(
         node_name=cfg.node_name,
-        claims=KubeClaims(api),
         inventory=lambda name: state.lookup(name)[0],
         checkpoint=checkpoint,
         cdi_specs=CdiDir(cfg.cdi_root),
         vf_driver=SysfsVfDriver(cfg.sysfs_root),
     )
-    service: NodeService = preparer
+    service: NodeService = PlainPreparer(claims=KubeClaims(api), devices=devices, checkpoint=checkpoint)
     recorder: EventRecorder | None = None
     if managed:
         recorder = EventRecorder(KubeEvents(api), host=cfg.node_name).start()
-        reporter = BindingReporter(recorder, metrics)
-        managed_preparer = managed_service(
+        service = serve_managed(
             api,
-            node_name=cfg.node_name,
+            cfg,
+            stop,
             node_uid=node_uid,
-            host=preparer,
+            devices=devices,
             checkpoint=checkpoint,
             state=state,
             source=source,
-            observer=reporter,
-        )
-        # The repair worker's first pass runs before kubelet can reach the plugin (spec 8.3: repair
-        # starts once the checkpoint is loaded and before the driver serves managed prepares).
-        start_repair(
-            stop,
-            managed_preparer,
-            checkpoint,
-            interval=cfg.repair_interval,
-            observer=reporter,
+            observer=BindingReporter(recorder, metrics),
             metrics=metrics,
-            sources=[KubeShadowLister(api).watch_source(node_uid)],
-            watch=watch_forever,
         )
-        service = managed_preparer
     # Eligibility must be known before kubelet can reach the plugin: a prepare that raced the first
     # policy pass would be refused as DeviceNotEligible for a device that is in fact advertised.
     try:
@@ -232,7 +293,7 @@ def run(cfg: Config, stop: threading.Event) -> None:
         plugin.stop()
         if recorder is not None:
             recorder.close(EVENT_DRAIN_SECONDS)  # what is queued still goes out, briefly
-        api.close()
+        api.close()  # type: ignore[no-untyped-call]
         log.info("stopped")
 
 

@@ -11,7 +11,7 @@ import yaml
 
 from sriov_contract.errors import ReasonedError
 from sriov_dra import reasons
-from sriov_dra.core.render import RenderedConfig, render_shadow_config
+from sriov_dra.core.shadowconfig import RenderedConfig, render_shadow_config
 
 
 def _load_manifest(path: Path) -> dict[str, Any]:

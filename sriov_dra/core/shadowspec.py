@@ -74,7 +74,8 @@ def finalizers_of(obj: Mapping[str, Any]) -> list[str]:
     return [str(f) for f in _meta(obj).get("finalizers") or []]
 
 
-def _conflict(record: BindingRecord, why: str) -> ShadowError:
+def shadow_conflict(record: BindingRecord, why: str) -> ShadowError:
+    """The refusal to touch an object that is not exactly this binding's shadow, saying `why`."""
     return ShadowError(
         reasons.SHADOW_CONFLICT,
         f"NetworkAttachmentDefinition {record.pod_namespace}/{record.shadow_name} is not the shadow of "
@@ -102,34 +103,36 @@ def check_shadow(
     """
     meta = _meta(obj)
     if (meta.get("namespace"), meta.get("name")) != (record.pod_namespace, record.shadow_name):
-        raise _conflict(record, "it has another namespace or name")
+        raise shadow_conflict(record, "it has another namespace or name")
     if record.shadow_uid and uid_of(obj) != record.shadow_uid:
-        raise _conflict(record, f"its UID {uid_of(obj)} is not the recorded {record.shadow_uid}")
+        raise shadow_conflict(record, f"its UID {uid_of(obj)} is not the recorded {record.shadow_uid}")
     expected_labels = shadow_labels(
         record.identity.pod_uid, record.identity.claim_uid, record.identity.node_uid
     )
     labels = meta.get("labels") or {}
     if any(labels.get(k) != v for k, v in expected_labels.items()):
-        raise _conflict(record, "its managed labels differ")
+        raise shadow_conflict(record, "its managed labels differ")
     text = (meta.get("annotations") or {}).get(BINDING_ANNOTATION)
     if not isinstance(text, str):
-        raise _conflict(record, f"it has no {BINDING_ANNOTATION} annotation")
+        raise shadow_conflict(record, f"it has no {BINDING_ANNOTATION} annotation")
     try:
         if binding is None:
             binding = parse_binding(text)
         binding.verify_identity(record.identity)
     except ReasonedError as exc:
-        raise _conflict(record, exc.message) from exc
+        raise shadow_conflict(record, exc.message) from exc
     if binding != (expected or record.binding()):
-        raise _conflict(record, "its binding annotation records another source, PCI address or interface")
+        raise shadow_conflict(
+            record, "its binding annotation records another source, PCI address or interface"
+        )
     if (obj.get("spec") or {}).get("config") != record.config:
-        raise _conflict(record, "its spec.config differs from the frozen configuration")
+        raise shadow_conflict(record, "its spec.config differs from the frozen configuration")
     pods = [r for r in meta.get("ownerReferences") or [] if r.get("kind") == "Pod"]
     if any(r.get("uid") != record.identity.pod_uid for r in pods):
-        raise _conflict(record, "it is owned by another Pod")
+        raise shadow_conflict(record, "it is owned by another Pod")
     # Orphan propagation may legitimately strip the reference while the Pod is being deleted.
     if not pods and not releasing:
-        raise _conflict(record, f"it has no ownerReference to Pod {record.identity.pod_uid}")
+        raise shadow_conflict(record, f"it has no ownerReference to Pod {record.identity.pod_uid}")
 
 
 def _set_finalizers(obj: Mapping[str, Any], finalizers: list[str]) -> list[dict[str, Any]]:
@@ -145,3 +148,8 @@ def _set_finalizers(obj: Mapping[str, Any], finalizers: list[str]) -> list[dict[
 def drop_protection_patch(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Remove only our finalizer, keeping everyone else's, from exactly this version of `obj`."""
     return _set_finalizers(obj, [f for f in finalizers_of(obj) if f != PROTECTION_FINALIZER])
+
+
+def restore_protection_patch(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Add our finalizer back after everyone else's, to exactly this version of `obj`."""
+    return _set_finalizers(obj, [*finalizers_of(obj), PROTECTION_FINALIZER])

@@ -1,10 +1,11 @@
-"""NodePrepareResources / NodeUnprepareResources for VFs (without managed network bindings).
+"""The host side of a claim, for both NodeServices: its VFs, their drivers, its CDI specs and its
+checkpoint record.
 
-Per claim: fetch it, keep only this driver's allocation results, resolve each result's VfConfig,
-bind the VF driver, write the claim's CDI spec, checkpoint, then refresh the Pod-global CDI spec.
-A failure rolls back what this claim changed and is reported for that claim only. A claim that is
-already in the checkpoint is answered from it (and a lost CDI spec is rewritten: after a reboot
-the tmpfs spec directory is empty while the checkpoint survives).
+`HostDevices` turns a claim's allocation into this node's VFs with their VfConfig (`allocated`),
+binds their drivers, writes the claim's CDI spec and checkpoints it, all or nothing
+(`prepare_devices`), rewrites a lost spec (`ensure_cdi`), and restores all of it on release
+(`release_devices`, `release_claim`). It reads no API object: the NodeServices
+(sriov_dra.prepare.plain, sriov_dra.prepare.managed) fetch the claim and decide when to call it.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from sriov_dra import reasons
 from sriov_dra.core.bindingrecord import RELEASE_PHASES, phases_of
 from sriov_dra.core.claimrecord import ClaimRecord, PreparedDevice
 from sriov_dra.core.vfconfig import VfConfig, effective_vf_config
-from sriov_dra.kubeletplugin.api import ClaimRef, DeviceResult, PrepareOutcome
+from sriov_dra.kubeletplugin.api import ClaimRef
 from sriov_dra.model import DRIVER_NAME, USERSPACE_DRIVERS, VirtualFunction
-from sriov_dra.ports import CdiSpecs, ClaimReader, VfDriver
+from sriov_dra.ports import CdiSpecs, VfDriver
 from sriov_dra.prepare.crashpoints import crash_point
 from sriov_dra.state import cdi
 from sriov_dra.state.checkpoint import PreparedClaims
@@ -53,106 +54,28 @@ def vf_config_json(config: VfConfig) -> dict[str, Any]:
     return {k: v for k, v in out.items() if v}
 
 
-def _describe(error: BaseException) -> str:
-    if isinstance(error, ReasonedError):
-        return f"{error.reason}: {error.message}"
-    return f"InternalError: {error.__class__.__name__}: {error}; see the driver log"
-
-
-def prepare_each(
-    claims: Sequence[ClaimRef], prepare: Callable[[ClaimRef], tuple[DeviceResult, ...]]
-) -> dict[str, PrepareOutcome]:
-    """Run `prepare` per claim; one claim's failure never affects another's outcome."""
-    out: dict[str, PrepareOutcome] = {}
-    for ref in claims:
-        try:
-            out[ref.uid] = PrepareOutcome(devices=prepare(ref))
-        except Exception as exc:
-            if not isinstance(exc, ReasonedError):
-                log.exception("preparing claim %s/%s (%s) failed", ref.namespace, ref.name, ref.uid)
-            out[ref.uid] = PrepareOutcome(error=_describe(exc))
-    return out
-
-
-def unprepare_each(claims: Sequence[ClaimRef], unprepare: Callable[[ClaimRef], None]) -> dict[str, str]:
-    """Run `unprepare` per claim: "" for success, else the reason."""
-    out: dict[str, str] = {}
-    for ref in claims:
-        try:
-            unprepare(ref)
-            out[ref.uid] = ""
-        except Exception as exc:
-            if not isinstance(exc, ReasonedError):
-                log.exception("unpreparing claim %s/%s (%s) failed", ref.namespace, ref.name, ref.uid)
-            out[ref.uid] = _describe(exc)
-    return out
-
-
-class HostPreparer:
-    """The node agent's NodeService: claims in, per-claim outcomes out.
-
-    Its public host steps (fetch_claim, allocated, prepare_devices, ensure_cdi, release_devices)
-    are also what managed preparation (sriov_dra.prepare.managed) builds on.
-    """
+class HostDevices:
+    """This node's VFs as claims use them: bound, described to the runtime (CDI), checkpointed."""
 
     def __init__(
         self,
         *,
         node_name: str,
-        claims: ClaimReader,
         inventory: Callable[[str], VirtualFunction | None],
         checkpoint: PreparedClaims,
         cdi_specs: CdiSpecs,
         vf_driver: VfDriver,
     ) -> None:
         self._node = node_name
-        self._claims = claims
         self._inventory = inventory
         self._checkpoint = checkpoint
         self._cdi = cdi_specs
         self._vf_driver = vf_driver
 
-    # -- NodeService ---------------------------------------------------------------------------
-
-    def prepare(self, claims: Sequence[ClaimRef]) -> Mapping[str, PrepareOutcome]:
-        return prepare_each(claims, self._prepare_claim)
-
-    def unprepare(self, claims: Sequence[ClaimRef]) -> Mapping[str, str]:
-        return unprepare_each(claims, lambda ref: self.unprepare_claim(ref.uid))
-
     # -- prepare -------------------------------------------------------------------------------
 
-    def fetch_claim(self, ref: ClaimRef) -> Mapping[str, Any]:
-        """The live claim, which must still be the one kubelet names."""
-        claim = self._claims.get_claim(ref.namespace, ref.name)
-        uid = claim.get("metadata", {}).get("uid")
-        if uid != ref.uid:
-            raise PrepareError(
-                reasons.CLAIM_REPLACED,
-                f"claim {ref.namespace}/{ref.name} now has UID {uid}, kubelet asked for {ref.uid}; the "
-                "claim was recreated",
-            )
-        return claim
-
-    def _prepare_claim(self, ref: ClaimRef) -> tuple[DeviceResult, ...]:
-        claim = self.fetch_claim(ref)
-        where = f"claim {ref.namespace}/{ref.name}"
-        recorded = self._checkpoint.snapshot_claim(ref.uid)
-        if recorded is not None:
-            consumer = _consumer_pod(claim, where)
-            if consumer != recorded.pod_uid:
-                raise PrepareError(
-                    reasons.CLAIM_RELEASE_IN_PROGRESS,
-                    f"{where} is still prepared for Pod {recorded.pod_uid}; Pod {consumer} can use it "
-                    "once kubelet has unprepared it for the old Pod",
-                )
-            self.ensure_cdi(recorded)
-            return results(recorded)
-        allocated = self.allocated(claim, where)
-        pod_uid = _consumer_pod(claim, where)
-        return results(self.prepare_devices(ref, pod_uid, allocated))
-
     def allocated(self, claim: Mapping[str, Any], where: str) -> list[Allocated]:
+        """This driver's results in the claim's allocation, as this node's VFs with their VfConfig."""
         allocation = (claim.get("status") or {}).get("allocation")
         if not allocation:
             raise PrepareError(
@@ -249,7 +172,7 @@ class HostPreparer:
         try:
             self._write_pod_cdi(record.pod_uid)
         except BaseException:
-            self.unprepare_claim(record.claim_uid)
+            self.release_claim(record.claim_uid)
             raise
 
     def ensure_cdi(self, record: ClaimRecord) -> None:
@@ -275,7 +198,8 @@ class HostPreparer:
 
     # -- unprepare -----------------------------------------------------------------------------
 
-    def unprepare_claim(self, claim_uid: str) -> None:
+    def release_claim(self, claim_uid: str) -> None:
+        """Release a claim that has no managed bindings: its VFs, its CDI spec and its record."""
         record = self._checkpoint.snapshot_claim(claim_uid)
         if record is None:
             # Never prepared here, already released, or killed between the CDI write and the
@@ -299,21 +223,5 @@ class HostPreparer:
             self._vf_driver.restore(bdf, original)
 
 
-def _consumer_pod(claim: Mapping[str, Any], where: str) -> str:
-    reserved = (claim.get("status") or {}).get("reservedFor") or []
-    pods = [r for r in reserved if r.get("resource") == "pods" and not r.get("apiGroup")]
-    if len(reserved) != 1 or len(pods) != 1 or not pods[0].get("uid"):
-        raise PrepareError(
-            reasons.UNSUPPORTED_CONSUMER,
-            f"{where} must be reserved for exactly one Pod (found {len(reserved)} consumer(s)); "
-            "VF claims cannot be shared",
-        )
-    return str(pods[0]["uid"])
-
-
 def _claim_cdi(record: ClaimRecord) -> dict[str, Any]:
     return cdi.claim_spec(record.claim_uid, [(d.device, d.env, d.device_nodes) for d in record.devices])
-
-
-def results(record: ClaimRecord) -> tuple[DeviceResult, ...]:
-    return tuple(DeviceResult(d.request_names, d.pool, d.device, d.cdi_device_ids) for d in record.devices)

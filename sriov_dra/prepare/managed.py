@@ -10,6 +10,9 @@ still mean a write happened, so nothing already visible is rolled back.
 Release, per claim, in exactly this order: Deleting, delete each shadow by UID, withdraw this
 claim's selections, restore the hardware, ReleaseComplete, remove our finalizer, forget the claim.
 A ReleaseComplete retry never repeats the hardware steps.
+
+Repair (sriov_dra.recovery) decides which claims to converge and how; it reaches this service only
+through the sriov_dra.ports.ManagedClaims port: the same locks, the release, and the live path.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from sriov_contract.binding import SourceRef
@@ -36,29 +40,27 @@ from sriov_dra.core.bindingrecord import (
 )
 from sriov_dra.core.claimrecord import ClaimRecord
 from sriov_dra.core.interfaceplan import AllocatedDevice, plan_interfaces
-from sriov_dra.core.passdrift import HEALTHY, PassListing, by_uid, drift, own_bindings, ready_bindings
-from sriov_dra.core.render import render_shadow_config
 from sriov_dra.core.selection import merge_managed_selections
-from sriov_dra.core.shadowmatch import ShadowIndex, converged, index_shadows
+from sriov_dra.core.shadowconfig import render_shadow_config
+from sriov_dra.core.shadowmatch import ShadowIndex
 from sriov_dra.core.template import NamespacedName, resolve_template
 from sriov_dra.kubeletplugin.api import ClaimRef, DeviceResult, PrepareOutcome
 from sriov_dra.model import DRIVER_NAME, USERSPACE_DRIVERS
-from sriov_dra.observe.events import NULL_OBSERVER, PhaseObserver
-from sriov_dra.ports import ClaimLister, NadClient, PodClient, PodLister, ShadowLister
+from sriov_dra.observe.bindingreporter import NULL_OBSERVER, PhaseObserver
+from sriov_dra.ports import ClaimReader, NadClient, PodClient
 from sriov_dra.prepare.consumer import Consumer, ConsumerError, ConsumerResolver, check_new_consumer
 from sriov_dra.prepare.crashpoints import crash_point
 from sriov_dra.prepare.devicestatus import DeviceStatusWriter, ready_reports
-from sriov_dra.prepare.host import (
-    Allocated,
-    HostPreparer,
-    PrepareError,
-    prepare_each,
-    results,
-    unprepare_each,
-)
+from sriov_dra.prepare.host import Allocated, HostDevices, PrepareError
 from sriov_dra.prepare.locks import OperationLocks
+from sriov_dra.prepare.nodeservice import fetch_claim, prepare_each, results, unprepare_each
 from sriov_dra.prepare.podnetworks import publish_selections, withdraw_claim_selections
-from sriov_dra.prepare.shadows import ensure_shadow, finalize_released_shadow, request_shadow_deletion
+from sriov_dra.prepare.shadows import (
+    SHADOW_WORKERS,
+    ensure_claim_shadows,
+    finalize_released_shadow,
+    request_shadow_deletion,
+)
 from sriov_dra.state.checkpoint import PreparedClaims
 
 log = logging.getLogger(__name__)
@@ -70,31 +72,36 @@ _OTHER_CLAIM_TEMPLATE: Final = NamespacedName("", "")
 _DRY_RUN_UID: Final = "00000000-0000-0000-0000-000000000000"
 # The pseudo-phase reported once a released claim is forgotten.
 RELEASED: Final = "Released"
-# Shadow requests in flight at once: enough to hide the API round trip, few enough for the
-# client's connection pool and a busy API server (16 or 32 made no 32-VF prepare faster on a
-# 2-core node: the API server is the bound, and the client opened connections beyond its pool).
-SHADOW_WORKERS: Final = 8
 # The operation a failed status.devices write is reported under (events, metrics).
 DEVICE_STATUS: Final = "device-status"
-
-# What each of a pass's reads lists, for its warning when it fails.
-_LISTED: Final = {
-    "shadows": "this node's shadows",
-    "pods": "this node's Pods",
-    "claims": "the ResourceClaims",
-    "node_uid": "the Node",
-}
 
 _T = TypeVar("_T")
 
 
+@dataclass(frozen=True)
+class LiveConsumer:
+    """A checkpointed claim read live for repair (sriov_dra.ports.LiveClaim): the claim, its
+    verified Pod and every claim that Pod references, and what the claim allocates now."""
+
+    ref: ClaimRef
+    claim: Mapping[str, Any]
+    consumer: Consumer
+    devices: tuple[tuple[str, str], ...]
+    """(pool, device) of each of this driver's VFs in the claim's allocation."""
+
+    @property
+    def pod(self) -> Mapping[str, Any]:
+        return self.consumer.pod
+
+
 class ManagedPreparer:
-    """The NodeService when --multus-auto-attach is on."""
+    """The NodeService when --multus-auto-attach is on, and repair's ManagedClaims."""
 
     def __init__(
         self,
         *,
-        host: HostPreparer,
+        claims: ClaimReader,
+        devices: HostDevices,
         resolver: ConsumerResolver,
         nads: NadClient,
         pods: PodClient,
@@ -106,11 +113,9 @@ class ManagedPreparer:
         sleep: Callable[[float], None] = time.sleep,
         observer: PhaseObserver = NULL_OBSERVER,
         device_status: DeviceStatusWriter | None = None,
-        shadow_lister: ShadowLister | None = None,
-        pod_lister: PodLister | None = None,
-        claim_lister: ClaimLister | None = None,
     ) -> None:
-        self._host = host
+        self._claims = claims
+        self._devices = devices
         self._resolver = resolver
         self._nads = nads
         self._pods = pods
@@ -122,9 +127,6 @@ class ManagedPreparer:
         self._sleep = sleep
         self._observer = observer
         self._device_status = device_status
-        self._shadow_lister = shadow_lister
-        self._pod_lister = pod_lister
-        self._claim_lister = claim_lister
         # One pool for the agent's life: starting its threads anew took a 32-VF prepare ~15 ms.
         self._shadow_pool = ThreadPoolExecutor(SHADOW_WORKERS, thread_name_prefix="shadow")
 
@@ -146,110 +148,51 @@ class ManagedPreparer:
 
         return reported
 
-    # -- repair (spec 8.3: converge without kubelet; only kubelet starts a release) ------------
+    # -- ManagedClaims: what repair (sriov_dra.recovery.claimrepair) asks of this service --------
 
-    def list_for_pass(self, records: Sequence[ClaimRecord] | None = None) -> PassListing:
-        """One repair pass's listings: this node's shadows, its Pods, the claims and the Node's UID,
-        beside what the pass's checkpoint `records` (by default a fresh snapshot) expect of them.
+    def claim_then_pod(self, claim_uid: str, pod_uid: str) -> AbstractContextManager[None]:
+        return self.locks.claim_then_pod(claim_uid, pod_uid)
 
-        Each is one consistent read (no resourceVersion); one that is not configured or fails is
-        left out, and every claim then takes the live path as it would without it. The reads run
-        at once, each on its own thread, and the records are decoded meanwhile: what the API
-        server spends on one listing overlaps our decoding of the others.
-        """
-        if records is None:
-            records = self._checkpoint.snapshot_all()
-        shadows, pods, claims = self._shadow_lister, self._pod_lister, self._claim_lister
-        reads: dict[str, Callable[[], Any]] = {}
-        if shadows is not None:
-            reads["shadows"] = lambda: index_shadows(shadows.list_shadows(self._node_uid))
-        if pods is not None and claims is not None:
-            reads["pods"] = lambda: by_uid(pods.list_node_pods(self._node_name))
-            reads["claims"] = lambda: by_uid(claims.list_claims())
-            reads["node_uid"] = self._resolver.live_node_uid
-        with ThreadPoolExecutor(max(1, len(reads)), thread_name_prefix="pass-list") as pool:
-            pending = {key: pool.submit(_listed, _LISTED[key], read) for key, read in reads.items()}
-            ready = ready_bindings(records)
-            listed = {key: future.result() for key, future in pending.items()}
-        return PassListing(ready=ready, **listed)
-
-    def repair_claim(
-        self, claim_uid: str, listed: PassListing | None = None, *, recorded: ClaimRecord | None = None
-    ) -> None:
-        """One repair pass over a checkpointed claim, under the same locks as kubelet's calls.
-
-        A release phase records kubelet's earlier authorization, so its release resumes (a
-        ReleaseComplete record redoes only API work). An active binding is repaired forward from
-        its frozen bytes only while its Pod, claim, allocation and node are still the recorded
-        ones; any difference stops repair and never releases hardware: that is kubelet's call.
-        A claim the pass's listing shows healthy costs no request; any other takes the live path,
-        where a shadow `listed` exactly as recorded still costs no read and the rest is read live.
-        `recorded` is the pass's own copy of the claim's record, if it has one: the checks before
-        the locks read it; whatever writes re-reads the checkpoint under them.
-        """
-        if recorded is None:
-            recorded = self._checkpoint.snapshot_claim(claim_uid)
-        if recorded is None or "" in phases_of(recorded):
-            return
-        if phases_of(recorded) & RELEASE_PHASES:
-            with self.locks.claim_then_pod(claim_uid, recorded.pod_uid):
-                self.release_managed_claim(claim_uid)
-            return
-        if listed is not None and self._healthy(recorded, listed):
-            return
-        ref = ClaimRef(recorded.namespace, recorded.name, claim_uid)
-        claim = self._host.fetch_claim(ref)
+    def read_live(self, namespace: str, name: str, claim_uid: str) -> LiveConsumer:
+        ref = ClaimRef(namespace, name, claim_uid)
+        claim = self._fetch_claim(ref)
         consumer = self._resolver.resolve(claim)
-        _check_repairable(
-            recorded, consumer, self._host.allocated(claim, f"claim {ref.namespace}/{ref.name}")
-        )
-        with self.locks.claim_then_pod(claim_uid, consumer.uid):
-            current = self._checkpoint.snapshot_claim(claim_uid)
-            if current is None or phases_of(current) & RELEASE_PHASES:
-                return  # kubelet's release got the locks first
-            self.ensure_managed_bindings(consumer, ref, None if listed is None else listed.shadows)
-            self._report_devices(ref, claim, consumer, patient=True)
+        allocated = self._devices.allocated(claim, f"claim {ref.namespace}/{ref.name}")
+        return LiveConsumer(ref, claim, consumer, tuple((a.pool, a.vf.name) for a in allocated))
 
-    def _healthy(self, recorded: ClaimRecord, listed: PassListing) -> bool:
-        """Nothing the live path would write: the listed objects and the claim's status.devices."""
-        why = drift(recorded, listed, node_uid=self._node_uid)
-        if why == HEALTHY and self._device_status is not None:
-            claim = (listed.claims or {})[recorded.claim_uid]  # drift has seen both
-            pod = (listed.pods or {})[recorded.pod_uid]
-            reports = ready_reports(own_bindings(listed, recorded), pod)
-            why = (
-                "its status.devices is behind" if self._device_status.would_write(claim, reports) else HEALTHY
-            )
-        if why != HEALTHY:
-            log.debug(
-                "claim %s/%s (%s) takes the live path: %s",
-                recorded.namespace,
-                recorded.name,
-                recorded.claim_uid,
-                why,
-            )
-        return why == HEALTHY
+    def repair_forward(self, live: LiveConsumer, listed: ShadowIndex | None) -> None:
+        self.ensure_managed_bindings(live.consumer, live.ref, listed)
+        self._report_devices(live.ref, live.claim, live.consumer, patient=True)
+
+    def status_behind(
+        self, claim: Mapping[str, Any], pod: Mapping[str, Any], bindings: Sequence[BindingRecord]
+    ) -> bool:
+        writer = self._device_status
+        return writer is not None and writer.would_write(claim, ready_reports(bindings, pod))
 
     # -- prepare -------------------------------------------------------------------------------
 
+    def _fetch_claim(self, ref: ClaimRef) -> Mapping[str, Any]:
+        return fetch_claim(self._claims, ref)
+
     def _prepare_claim(self, ref: ClaimRef) -> tuple[DeviceResult, ...]:
-        claim = self._host.fetch_claim(ref)
+        claim = self._fetch_claim(ref)
         consumer = self._resolver.resolve(claim)
         with self.locks.claim_then_pod(ref.uid, consumer.uid):
             recorded = self._checkpoint.snapshot_claim(ref.uid)
             if recorded is None:
                 check_new_consumer(consumer.pod, claim)
                 where = f"claim {ref.namespace}/{ref.name}"
-                allocated = self._host.allocated(claim, where)
+                allocated = self._devices.allocated(claim, where)
                 bindings = self._plan(consumer, claim, allocated)
-                recorded = self._host.prepare_devices(
+                recorded = self._devices.prepare_devices(
                     ref, consumer.uid, allocated, {device: b.to_json() for device, b in bindings.items()}
                 )
                 self._observer.phase(recorded, PENDING)
                 crash_point("prepare-pending")
             else:
                 _check_reusable(recorded, consumer)
-                self._host.ensure_cdi(recorded)
+                self._devices.ensure_cdi(recorded)
             self.ensure_managed_bindings(consumer, ref)
             self._report_devices(ref, claim, consumer, patient=False)
             return results(recorded)
@@ -273,7 +216,7 @@ class ManagedPreparer:
                         a.config.if_name,
                         a.config.driver,
                     )
-                    for a in self._host.allocated(
+                    for a in self._devices.allocated(
                         other, f"claim {consumer.namespace}/{other['metadata']['name']}"
                     )
                 ]
@@ -358,7 +301,9 @@ class ManagedPreparer:
             if phases_of(recorded) & RELEASE_PHASES:
                 continue
             try:
-                ensured = self._ensure_shadows(recorded, listed)
+                ensured = ensure_claim_shadows(
+                    self._nads, self._checkpoint, self._shadow_pool, recorded, listed
+                )
             except ReasonedError as exc:
                 if recorded.claim_uid == ref.uid:
                     raise
@@ -427,55 +372,6 @@ class ManagedPreparer:
         if recorded is not None:
             self._observer.phase(recorded, phase)
 
-    def _ensure_shadows(self, recorded: ClaimRecord, listed: ShadowIndex | None) -> list[BindingRecord]:
-        """Ensure every shadow of the claim, the missing ones created in parallel; then persist every
-        newly observed UID in one checkpoint write. A failure keeps what the others achieved: their
-        UIDs are persisted before the first failure (in plan order) is raised."""
-        claim_uid = recorded.claim_uid
-        bindings = [(d.device, b) for d, b in records_of(recorded)]
-        todo = [
-            (device, b)
-            for device, b in bindings
-            if listed is None or not converged(listed.get((b.pod_namespace, b.shadow_name)), b)
-        ]
-        outcomes = _in_parallel(
-            self._shadow_pool, [partial(self._ensure_one, claim_uid, d, b) for d, b in todo]
-        )
-        if todo:
-            crash_point("prepare-created")
-        ensured = dict(bindings)
-        observed: dict[str, BindingRecord] = {}
-        for (device, _binding), outcome in zip(todo, outcomes, strict=True):
-            if isinstance(outcome, Exception):
-                continue
-            current, uid = outcome
-            if uid and uid != current.shadow_uid:
-                # Created, or adopted after the full identity check: the UID must be persisted.
-                current = observed[device] = current.with_shadow_uid(uid)
-            ensured[device] = current
-        if observed:
-            self._checkpoint.update_managed_bindings(claim_uid, {d: b.to_json() for d, b in observed.items()})
-        if todo:
-            crash_point("prepare-shadow")
-        failed = next((o for o in outcomes if isinstance(o, Exception)), None)
-        if failed is not None:
-            raise failed
-        return [ensured[device] for device, _b in bindings]
-
-    def _ensure_one(self, claim_uid: str, device: str, binding: BindingRecord) -> tuple[BindingRecord, str]:
-        """The binding as it now stands (a vanished shadow's UID forgotten) and its shadow's UID."""
-        current = binding
-
-        def forget(old: BindingRecord) -> BindingRecord:
-            nonlocal current
-            # Back to Pending: the binding is not whole again until the Pod names the new UID.
-            current = old.with_shadow_uid("").with_phase(PENDING)
-            self._checkpoint.update_managed_bindings(claim_uid, {device: current.to_json()})
-            return current
-
-        uid = ensure_shadow(self._nads, binding, forget)
-        return current, uid
-
     def _observed(self, claim_uid: str, device: str, binding: BindingRecord, uid: str) -> BindingRecord:
         """Persist a newly observed shadow UID (created, or adopted after the full identity check)."""
         if not uid or uid == binding.shadow_uid:
@@ -493,7 +389,7 @@ class ManagedPreparer:
                 f"Pod {consumer.namespace}/{consumer.name} is no longer UID {consumer.uid} on node "
                 f"{self._node_name}; its networks are not published",
             )
-        reserved = (self._host.fetch_claim(ref).get("status") or {}).get("reservedFor") or []
+        reserved = (self._fetch_claim(ref).get("status") or {}).get("reservedFor") or []
         if consumer.uid not in {r.get("uid") for r in reserved}:
             raise ConsumerError(
                 reasons.RESERVATION_LOST,
@@ -508,7 +404,7 @@ class ManagedPreparer:
         if recorded is None or "" in phases_of(recorded):
             # Never recorded (a kill before the Pending record may have left a CDI spec) or
             # prepared before managed mode was on: no API objects exist, release the host side.
-            self._host.unprepare_claim(ref.uid)
+            self._devices.release_claim(ref.uid)
             return
         with self.locks.claim_then_pod(ref.uid, recorded.pod_uid):
             self.release_managed_claim(ref.uid)
@@ -548,7 +444,7 @@ class ManagedPreparer:
         if shadows:
             self._withdraw_devices(recorded)
         if not hardware_done:
-            self._host.release_devices(recorded)
+            self._devices.release_devices(recorded)
             crash_point("unprepare-hardware")
             self._checkpoint.set_managed_phase(claim_uid, RELEASE_COMPLETE)
             self._notify(claim_uid, RELEASE_COMPLETE)
@@ -559,54 +455,6 @@ class ManagedPreparer:
         crash_point("unprepare-finalized")
         self._checkpoint.remove_claim(claim_uid)
         self._observer.phase(recorded, RELEASED)
-
-
-def _in_parallel(pool: ThreadPoolExecutor, calls: Sequence[Callable[[], _T]]) -> list[_T | Exception]:
-    """Each call's result or exception, in order, run on `pool` (one runs inline: a single shadow
-    is not worth a hand-off). The pool is shared by concurrent prepares, so SHADOW_WORKERS bounds
-    the shadow requests of the whole agent in flight at once."""
-
-    def run(call: Callable[[], _T]) -> _T | Exception:
-        try:
-            return call()
-        except Exception as exc:
-            return exc
-
-    if len(calls) <= 1:
-        return [run(c) for c in calls]
-    return list(pool.map(run, calls))
-
-
-def _listed(what: str, read: Callable[[], _T]) -> _T | None:
-    try:
-        return read()
-    except ReasonedError as exc:
-        log.warning("repair pass reads each claim live: listing %s failed: %s", what, exc)
-        return None
-
-
-def _check_repairable(recorded: ClaimRecord, consumer: Consumer, allocated: Sequence[Allocated]) -> None:
-    """Forward repair only for the recorded, live Pod and the recorded allocation."""
-    where = f"claim {recorded.namespace}/{recorded.name} ({recorded.claim_uid})"
-    pod_meta = consumer.pod.get("metadata") or {}
-    if consumer.uid != recorded.pod_uid:
-        raise ConsumerError(
-            reasons.POD_REPLACED,
-            f"{where} is now reserved for Pod {consumer.uid}, recorded for {recorded.pod_uid}; repair "
-            "stops and the VFs stay prepared until kubelet unprepares the claim",
-        )
-    if pod_meta.get("deletionTimestamp"):
-        raise ConsumerError(
-            reasons.POD_TERMINATING,
-            f"Pod {consumer.namespace}/{consumer.name} of {where} is terminating; its networks are not "
-            "repaired, kubelet releases them on unprepare",
-        )
-    if sorted((a.pool, a.vf.name) for a in allocated) != sorted((d.pool, d.device) for d in recorded.devices):
-        raise ConsumerError(
-            reasons.ALLOCATION_CHANGED,
-            f"{where} now allocates other devices than the prepared ones; repair stops, the prepared "
-            "VFs stay as they are until kubelet unprepares the claim",
-        )
 
 
 def _check_reusable(recorded: ClaimRecord, consumer: Consumer) -> None:

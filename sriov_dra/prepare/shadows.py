@@ -1,5 +1,9 @@
-"""The shadow NAD: its object built from scratch (pure), and create/adopt/delete/finalize.
+"""The shadow NAD's API steps: create or adopt it (EnsureShadow; every shadow of a claim at once,
+their UIDs persisted in one checkpoint write), request its deletion, and drop our finalizer once
+released (FinalizeReleasedShadow).
 
+What a shadow must look like, and the checks of a live one against its record, are pure and live
+in sriov_dra.core.shadowspec: each step here reads the object, has it checked there, then writes.
 A shadow is only ever touched after its full identity and frozen content were verified: the
 deterministic name is a truncated hash, so a name match alone proves nothing, and an object
 someone else created under that name is never overwritten, adopted or finalized.
@@ -8,27 +12,39 @@ someone else created under that name is never overwritten, adopted or finalized.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
-from typing import Any, Final
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Final, TypeVar
 
 from sriov_contract.keys import PROTECTION_FINALIZER
 from sriov_dra import reasons
 from sriov_dra.apierrors import ApiError
-from sriov_dra.core.bindingrecord import BindingRecord
+from sriov_dra.core.bindingrecord import PENDING, BindingRecord, records_of
+from sriov_dra.core.claimrecord import ClaimRecord
+from sriov_dra.core.shadowmatch import ShadowIndex, converged
 from sriov_dra.core.shadowspec import (
     ShadowError,
-    _conflict,
-    _set_finalizers,
     check_shadow,
     drop_protection_patch,
     finalizers_of,
     is_deleting,
+    restore_protection_patch,
+    shadow_conflict,
     shadow_object,
     uid_of,
 )
 from sriov_dra.ports import NadClient
+from sriov_dra.prepare.crashpoints import crash_point
+from sriov_dra.state.checkpoint import PreparedClaims
 
 FINALIZER_ATTEMPTS: Final = 6
+# Shadow requests in flight at once: enough to hide the API round trip, few enough for the
+# client's connection pool and a busy API server (16 or 32 made no 32-VF prepare faster on a
+# 2-core node: the API server is the bound, and the client opened connections beyond its pool).
+SHADOW_WORKERS: Final = 8
+
+_T = TypeVar("_T")
 
 
 def ensure_shadow(
@@ -62,16 +78,84 @@ def ensure_shadow(
             name=record.shadow_name,
         )
     if PROTECTION_FINALIZER not in finalizers_of(existing):
-        existing = _restore_protection(nads, record, existing)
+        existing = nads.patch_nad(
+            record.pod_namespace, record.shadow_name, restore_protection_patch(existing)
+        )
     return uid_of(existing)
 
 
-def _restore_protection(nads: NadClient, record: BindingRecord, obj: Mapping[str, Any]) -> dict[str, Any]:
-    return nads.patch_nad(
-        record.pod_namespace,
-        record.shadow_name,
-        _set_finalizers(obj, [*finalizers_of(obj), PROTECTION_FINALIZER]),
-    )
+def ensure_claim_shadows(
+    nads: NadClient,
+    checkpoint: PreparedClaims,
+    pool: ThreadPoolExecutor,
+    recorded: ClaimRecord,
+    listed: ShadowIndex | None,
+) -> list[BindingRecord]:
+    """Ensure every shadow of the claim, the missing ones created in parallel on `pool`; then persist
+    every newly observed UID in one checkpoint write. A shadow `listed` exactly as recorded costs no
+    request. A failure keeps what the others achieved: their UIDs are persisted before the first
+    failure (in plan order) is raised."""
+    claim_uid = recorded.claim_uid
+    bindings = [(d.device, b) for d, b in records_of(recorded)]
+    todo = [
+        (device, b)
+        for device, b in bindings
+        if listed is None or not converged(listed.get((b.pod_namespace, b.shadow_name)), b)
+    ]
+    outcomes = _in_parallel(pool, [partial(_ensure_one, nads, checkpoint, claim_uid, d, b) for d, b in todo])
+    if todo:
+        crash_point("prepare-created")
+    ensured = dict(bindings)
+    observed: dict[str, BindingRecord] = {}
+    for (device, _binding), outcome in zip(todo, outcomes, strict=True):
+        if isinstance(outcome, Exception):
+            continue
+        current, uid = outcome
+        if uid and uid != current.shadow_uid:
+            # Created, or adopted after the full identity check: the UID must be persisted.
+            current = observed[device] = current.with_shadow_uid(uid)
+        ensured[device] = current
+    if observed:
+        checkpoint.update_managed_bindings(claim_uid, {d: b.to_json() for d, b in observed.items()})
+    if todo:
+        crash_point("prepare-shadow")
+    failed = next((o for o in outcomes if isinstance(o, Exception)), None)
+    if failed is not None:
+        raise failed
+    return [ensured[device] for device, _b in bindings]
+
+
+def _ensure_one(
+    nads: NadClient, checkpoint: PreparedClaims, claim_uid: str, device: str, binding: BindingRecord
+) -> tuple[BindingRecord, str]:
+    """The binding as it now stands (a vanished shadow's UID forgotten) and its shadow's UID."""
+    current = binding
+
+    def forget(old: BindingRecord) -> BindingRecord:
+        nonlocal current
+        # Back to Pending: the binding is not whole again until the Pod names the new UID.
+        current = old.with_shadow_uid("").with_phase(PENDING)
+        checkpoint.update_managed_bindings(claim_uid, {device: current.to_json()})
+        return current
+
+    uid = ensure_shadow(nads, binding, forget)
+    return current, uid
+
+
+def _in_parallel(pool: ThreadPoolExecutor, calls: Sequence[Callable[[], _T]]) -> list[_T | Exception]:
+    """Each call's result or exception, in order, run on `pool` (one runs inline: a single shadow
+    is not worth a hand-off). The pool is shared by concurrent prepares, so SHADOW_WORKERS bounds
+    the shadow requests of the whole agent in flight at once."""
+
+    def run(call: Callable[[], _T]) -> _T | Exception:
+        try:
+            return call()
+        except Exception as exc:
+            return exc
+
+    if len(calls) <= 1:
+        return [run(c) for c in calls]
+    return list(pool.map(run, calls))
 
 
 def request_shadow_deletion(nads: NadClient, record: BindingRecord) -> str:
@@ -104,7 +188,7 @@ def finalize_released_shadow(
         if obj is None:
             return
         if uid_of(obj) != uid:
-            raise _conflict(record, f"it was replaced (UID {uid_of(obj)}, released {uid})")
+            raise shadow_conflict(record, f"it was replaced (UID {uid_of(obj)}, released {uid})")
         if not is_deleting(obj):
             nads.delete_nad(record.pod_namespace, record.shadow_name, uid)
             continue

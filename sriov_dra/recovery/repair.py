@@ -2,16 +2,16 @@
 converges every checkpointed managed claim, independently of kubelet.
 
 It runs once before the agent reports ready, then periodically (a bounded, jittered interval)
-and sooner when a watch event says something changed. Each claim is repaired through the
-managed service under the same claim-then-Pod locks kubelet's calls take, so repair and
-kubelet never interleave on one claim. A claim that fails is retried with exponential backoff:
+and sooner when a watch event says something changed. Each claim is repaired by
+sriov_dra.recovery.claimrepair.ClaimRepairer under the same claim-then-Pod locks kubelet's calls
+take, so repair and kubelet never interleave on one claim. A claim that fails is retried with exponential backoff:
 a broken API server or a stuck object costs a bounded number of calls, and the same failure is
 logged and reported once per streak rather than on every pass.
 
 Given a listing, a pass starts with one list each of this node's shadows, this node's Pods and the
-ResourceClaims (and one read of the Node), so a healthy claim costs no request of its own and a
-pass a handful in all; a claim the listing shows drifted takes the live path alone. The listing
-belongs to that pass and is never used by kubelet's calls.
+ResourceClaims (and one read of the Node: sriov_dra.recovery.listing.PassLister), so a healthy
+claim costs no request of its own and a pass a handful in all; a claim the listing shows drifted
+takes the live path alone. The listing belongs to that pass and is never used by kubelet's calls.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final
 
 from sriov_contract.errors import ReasonedError
 from sriov_dra import reasons
@@ -31,7 +31,8 @@ from sriov_dra.core.backoff import backoff, jittered
 from sriov_dra.core.claimrecord import ClaimRecord
 from sriov_dra.core.passdrift import PassListing
 from sriov_dra.kubeletplugin.api import ClaimRef
-from sriov_dra.observe.events import NULL_OBSERVER, PhaseObserver
+from sriov_dra.observe.bindingreporter import NULL_OBSERVER, PhaseObserver
+from sriov_dra.recovery.claimrepair import ClaimRepairer
 
 if TYPE_CHECKING:
     from sriov_dra.observe.metrics import DriverMetrics
@@ -46,12 +47,6 @@ OK: Final = ""
 BACKING_OFF: Final = "BackingOff"
 
 
-class ClaimRepairer(Protocol):
-    def repair_claim(
-        self, claim_uid: str, listed: PassListing | None = None, *, recorded: ClaimRecord | None = None
-    ) -> None: ...
-
-
 @dataclass
 class _Streak:
     reason: str
@@ -62,7 +57,7 @@ class _Streak:
 class RepairWorker:
     def __init__(
         self,
-        service: ClaimRepairer,
+        repairer: ClaimRepairer[Any],
         snapshot: Callable[[], Sequence[ClaimRecord]],
         *,
         interval: float = DEFAULT_INTERVAL,
@@ -72,7 +67,7 @@ class RepairWorker:
         rand: Callable[[], float] = random.random,
         listing: Callable[[Sequence[ClaimRecord]], PassListing] | None = None,
     ) -> None:
-        self._service = service
+        self._repairer = repairer
         self._snapshot = snapshot
         self._interval = interval
         self._observer = observer
@@ -111,7 +106,7 @@ class RepairWorker:
         if streak is not None and now < streak.retry_at:
             return BACKING_OFF
         try:
-            self._service.repair_claim(record.claim_uid, listed, recorded=record)
+            self._repairer.repair_claim(record.claim_uid, listed, recorded=record)
         except ReasonedError as exc:
             self._failed(record, exc, streak, now)
             return exc.reason

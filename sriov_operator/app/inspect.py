@@ -90,7 +90,8 @@ def inspect(source: InspectSource, namespace: str, policy_namespace: str) -> lis
     return rows
 
 
-def render(rows: list[dict[str, Any]]) -> str:
+def as_text(rows: list[dict[str, Any]]) -> str:
+    """The rows of `inspect` for a terminal, one block per policy."""
     out = []
     for r in rows:
         out.append(f"{r['policy']} ({r['mode']}): {r['status'] or '-'} {r['reason'] or ''}".rstrip())

@@ -1,8 +1,8 @@
 """The network controller: every SriovNetwork becomes its source NAD and a Ready condition.
 
-The same renderer the node-policy controller checks NADs against (sriov_operator.core.render), so
-the two cannot drift. NADs carrying our owner marker that no SriovNetwork renders to any more
-are deleted (UID precondition), which covers CR deletion and networkNamespace moves.
+The NAD is the one sriov_operator.core.sourcenad describes, which the node-policy controller
+checks NADs against too, so the two cannot drift. NADs carrying our owner marker that no
+SriovNetwork stands for any more are deleted (UID precondition), which covers CR deletion and networkNamespace moves.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from sriov_operator.controllers.events import report
-from sriov_operator.controllers.ports import NetworkCluster
+from sriov_operator.controllers.transitions import report
 from sriov_operator.core.keys import NETWORKS, READY
 from sriov_operator.core.network import obsolete_nads, plan_network
-from sriov_operator.core.render import target_of
+from sriov_operator.core.sourcenad import target_of
+from sriov_operator.ports import NetworkCluster
 from sriov_operator.reasons import NAD_INVALID, NAD_NOT_FOUND, OperatorError
 
 log = logging.getLogger(__name__)

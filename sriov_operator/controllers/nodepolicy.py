@@ -14,18 +14,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from sriov_contract.keys import MANAGED_BY_LABEL
-from sriov_operator.controllers.events import report
-from sriov_operator.controllers.ports import PolicyCluster
+from sriov_operator.controllers.transitions import report
 from sriov_operator.core.attributes import NetworkRef
 from sriov_operator.core.deviceclasses import add_device_classes
 from sriov_operator.core.keys import DRA_READY, OWNER_REF_ANNOTATION, POLICIES
 from sriov_operator.core.plan import Plan, Snapshot, Write, build_plan, condition_of
-from sriov_operator.core.render import target_of
 from sriov_operator.core.resolve import SourceNad, resolve
+from sriov_operator.core.sourcenad import target_of
+from sriov_operator.ports import PolicyCluster
 from sriov_operator.reasons import (
     DRA_CONFIGURATION_SYNC_FAILED,
     SOURCE_ACCESS_DENIED,
-    ApiFailure,
+    ApiError,
     OperatorError,
     fail,
 )
@@ -44,7 +44,7 @@ class _Reader:
     def _read(self, what: str, fn: Any, namespace: str, name: str) -> Mapping[str, Any] | None:
         try:
             found: Mapping[str, Any] | None = fn(namespace, name)
-        except ApiFailure as exc:
+        except ApiError as exc:
             if exc.status == 403:
                 raise fail(
                     SOURCE_ACCESS_DENIED,

@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from sriov_operator.controllers.ports import NodeStateCluster
 from sriov_operator.core.nodestate import PfReading, status_patch
+from sriov_operator.ports import NodeStateCluster
 from sriov_operator.reasons import OperatorError
 
 log = logging.getLogger(__name__)

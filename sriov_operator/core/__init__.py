@@ -1,2 +1,2 @@
-"""The operator's pure planning: validation, rendering, resolution, filter translation and the
+"""The operator's pure planning: validation, the source NAD, resolution, filter translation and the
 desired-state plan. No API client, no threads, no I/O except through the ports callers pass in."""

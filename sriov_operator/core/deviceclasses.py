@@ -30,8 +30,9 @@ from sriov_operator.core.keys import (
     RESOURCE_NAME_LABEL,
     pool_of,
 )
-from sriov_operator.core.plan import Plan, Snapshot, Write, delete, differs, update_body
-from sriov_operator.core.plan import is_ours as _owned_by_config
+from sriov_operator.core.ownership import differs, update_body
+from sriov_operator.core.ownership import is_ours as _owned_by_config
+from sriov_operator.core.plan import Plan, Snapshot, Write, delete
 
 KIND: Final = "DeviceClass"
 

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sriov_operator.core.keys import GROUP, OWNER_REF_ANNOTATION
-from sriov_operator.core.render import (
+from sriov_operator.core.sourcenad import (
     config_matches,
     describe,
+    desired_nad,
     namespace_problem,
     owner_marker,
-    render_nad,
     target_of,
 )
 from sriov_operator.reasons import NAD_INVALID, NAMESPACE_NOT_FOUND, NETWORK_READY, OperatorError
@@ -76,7 +76,7 @@ def plan_network(
     if problem:
         return NetworkDecision("none", "False", NAD_INVALID, problem)
     try:
-        desired = render_nad(network, prefix)
+        desired = desired_nad(network, prefix)
     except OperatorError as exc:
         return NetworkDecision("none", "False", exc.reason, exc.message)
     namespace, name = target_of(network)
@@ -131,7 +131,7 @@ def plan_network(
 def obsolete_nads(
     nads: Iterable[Mapping[str, Any]], networks: Iterable[Mapping[str, Any]]
 ) -> list[Mapping[str, Any]]:
-    """NADs carrying our owner marker that no current SriovNetwork renders to: their CR is gone or
+    """NADs carrying our owner marker that no current SriovNetwork stands for: their CR is gone or
     now targets another namespace. Deleting these replaces upstream's finalizer and
     last-network-namespace annotation with one level-triggered rule."""
     wanted = {(owner_marker(n), target_of(n)) for n in networks}

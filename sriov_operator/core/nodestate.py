@@ -2,7 +2,7 @@
 
 The node-policy controller translates pfNames and VF device IDs and detects overlapping policies
 from this inventory (spec 12.2.4: "check translated filters against current node inventory"), so
-it must be what the node's sysfs holds now. The rendering is deterministic (PFs and VFs sorted by
+it must be what the node's sysfs holds now. The status is deterministic (PFs and VFs sorted by
 PCI address, absent values omitted) so an unchanged node writes nothing.
 """
 

@@ -7,10 +7,8 @@ writes (publish, invalidate, per-node configs, cleanup), each naming the policie
 depends on it, and every problem found per policy. `condition_of` then turns a policy's problems
 plus the writes that failed into its DRAConfigurationReady condition.
 
-Ownership: an object is ours when it carries the generated-by label and either our
-SriovOperatorConfig as controller owner or no controller owner (upstream adopts the latter). An
-object of a desired name that is not ours is never changed, adopted or deleted; the policies that
-need it report DRAConfigurationSyncFailed naming it.
+Only our objects are ever changed, adopted or deleted (sriov_operator.core.ownership); the policies
+that need an object of a desired name that is not ours report DRAConfigurationSyncFailed naming it.
 """
 
 from __future__ import annotations
@@ -25,7 +23,6 @@ from sriov_contract.errors import ContractError
 from sriov_contract.keys import label_value
 from sriov_operator.core.attributes import DraBlock, NetworkRef, validate_dra
 from sriov_operator.core.keys import (
-    API_VERSION,
     DEFAULT_POLICY_NAME,
     DRA_FEATURE_GATE,
     DRIVER_GROUP,
@@ -44,6 +41,7 @@ from sriov_operator.core.keys import (
     pool_attributes_name,
     pool_of,
 )
+from sriov_operator.core.ownership import differs, is_ours, owner_reference, update_body
 from sriov_operator.core.resolve import SourceNad
 from sriov_operator.core.translate import inventory, translate, vf_set
 from sriov_operator.reasons import (
@@ -136,31 +134,6 @@ def _md(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 def provider_active(config: Mapping[str, Any] | None) -> bool:
     gates = ((config or {}).get("spec") or {}).get("featureGates") or {}
     return gates.get(DRA_FEATURE_GATE) is True
-
-
-def owner_reference(config: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "SriovOperatorConfig",
-        "name": OPERATOR_CONFIG_NAME,
-        "uid": str(_md(config).get("uid", "")),
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-
-
-def is_ours(obj: Mapping[str, Any], config: Mapping[str, Any] | None) -> bool:
-    md = _md(obj)
-    if (md.get("labels") or {}).get(GENERATED_BY_LABEL) != GENERATED_BY_VALUE:
-        return False
-    controllers = [r for r in md.get("ownerReferences") or [] if r.get("controller")]
-    if not controllers:
-        return True
-    ref = controllers[0]
-    if ref.get("kind") != "SriovOperatorConfig" or ref.get("name") != OPERATOR_CONFIG_NAME:
-        return False
-    # With the config gone, GC deletes what it owned anyway; any default-config owner is ours.
-    return config is None or bool(ref.get("uid") == _md(config).get("uid"))
 
 
 def _policy_order(policy: Mapping[str, Any]) -> tuple[int, str]:
@@ -306,33 +279,6 @@ def _node_problems(
     return [], True
 
 
-def differs(existing: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
-    md, want = _md(existing), desired["metadata"]
-    labels = md.get("labels") or {}
-    if any(labels.get(k) != v for k, v in want["labels"].items()) or (
-        RESOURCE_POOL_LABEL in labels and RESOURCE_POOL_LABEL not in want["labels"]
-    ):
-        return True
-    controllers = [r for r in md.get("ownerReferences") or [] if r.get("controller")]
-    return bool(controllers != want["ownerReferences"] or existing.get("spec") != desired["spec"])
-
-
-def update_body(existing: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(dict(existing))
-    md = out.setdefault("metadata", {})
-    labels = {
-        k: v
-        for k, v in (md.get("labels") or {}).items()
-        if k not in (RESOURCE_POOL_LABEL, NODE_POLICY_UID_LABEL, NODE_LABEL)
-    }
-    labels.update(desired["metadata"]["labels"])
-    md["labels"] = labels
-    others = [r for r in md.get("ownerReferences") or [] if not r.get("controller")]
-    md["ownerReferences"] = list(desired["metadata"]["ownerReferences"]) + others
-    out["spec"] = copy.deepcopy(desired["spec"])
-    return out
-
-
 def _sync(
     plan: Plan,
     snap: Snapshot,
@@ -370,98 +316,114 @@ def build_plan(snap: Snapshot, resolver: Resolver) -> Plan:
     wanted_attrs: set[str] = set()
     wanted_nodes: set[str] = set()
     if plan.active and snap.config is not None:
-        config = snap.config
-        # (a) Publish: every resolved per-policy object, and the legacy pool objects still in use.
-        for entry in entries:
-            if entry.managed and entry.attributes is not None:
-                name = policy_attributes_name(entry.uid)
-                wanted_attrs.add(name)
-                body = _object(
-                    "DeviceAttributes",
-                    name,
-                    snap.policy_namespace,
-                    _labels_of(entry),
-                    {"attributes": entry.attributes},
-                    config=config,
-                )
-                _sync(plan, snap, "DeviceAttributes", body, frozenset({entry.uid}))
-        for resource_name in sorted({str(e.spec.get("resourceName")) for e in entries if not e.managed}):
-            name = pool_attributes_name(resource_name)
-            if name in wanted_attrs:
-                continue
-            wanted_attrs.add(name)
-            labels = {GENERATED_BY_LABEL: GENERATED_BY_VALUE, RESOURCE_POOL_LABEL: pool_of(resource_name)}
-            spec = {
-                "attributes": {
-                    RESOURCE_NAME_ATTRIBUTE: _resource_name_value(
-                        {"resourceName": resource_name}, snap.prefix
-                    )
-                }
-            }
-            _sync(
-                plan,
-                snap,
-                "DeviceAttributes",
-                _object("DeviceAttributes", name, snap.policy_namespace, labels, spec, config=config),
-                frozenset(),
-            )
-        # (b) Invalidate: an unresolved policy's stale object goes before any node config is written.
-        for entry in entries:
+        wanted_attrs = _publish(plan, snap, entries, snap.config)
+        _invalidate(plan, snap, entries, snap.config)
+        wanted_nodes = _node_configs(plan, snap, entries, snap.config)
+    _cleanup(plan, snap, wanted_attrs, wanted_nodes)
+    return plan
+
+
+def _publish(plan: Plan, snap: Snapshot, entries: Sequence[_Entry], config: Mapping[str, Any]) -> set[str]:
+    """(a) Publish: every resolved per-policy object, and the legacy pool objects still in use; the
+    DeviceAttributes names wanted."""
+    wanted: set[str] = set()
+    for entry in entries:
+        if entry.managed and entry.attributes is not None:
             name = policy_attributes_name(entry.uid)
-            existing = snap.attributes.get(name)
-            if entry.managed and entry.attributes is None and existing is not None:
-                if is_ours(existing, config):
-                    delete(plan, "DeviceAttributes", existing, frozenset({entry.uid}))
-                else:
-                    plan.add(
-                        entry.uid,
-                        DRA_CONFIGURATION_SYNC_FAILED,
-                        f"DeviceAttributes {snap.policy_namespace}/{name} exists and is not generated by "
-                        "sriov-operator, so its stale attributes cannot be withdrawn; delete it",
-                    )
-        # (c) Per-node configs, keeping unresolved policies' filters and selectors.
-        for node in sorted(snap.nodes, key=lambda n: str(_md(n).get("name"))):
-            node_name = str(_md(node).get("name"))
-            labels = _md(node).get("labels") or {}
-            hostname = labels.get(HOSTNAME_LABEL)
-            selected = [e for e in entries if selects_node(e.spec, labels)]
-            if not hostname or node_name not in snap.node_states or not selected:
-                continue
-            wanted_nodes.add(node_name)
-            configs, _withdrawn = _node_problems(
-                node_name, selected, inventory(snap.node_states[node_name]), plan
-            )
-            dependents = frozenset(e.uid for e in selected if e.managed)
-            for uid in dependents:
-                plan.nodes.setdefault(uid, []).append(node_name)
-            obj_labels = {GENERATED_BY_LABEL: GENERATED_BY_VALUE}
-            # A node name too long for a label value goes unlabelled: the object name identifies it.
-            with contextlib.suppress(ContractError):
-                obj_labels[NODE_LABEL] = label_value(node_name)
-            node_spec: dict[str, Any] = {
-                "nodeSelector": {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchExpressions": [
-                                {"key": HOSTNAME_LABEL, "operator": "In", "values": [hostname]}
-                            ]
-                        }
-                    ]
-                },
-                "configs": configs,
-            }
+            wanted.add(name)
             body = _object(
-                "SriovResourcePolicy", node_name, snap.policy_namespace, obj_labels, node_spec, config=config
+                "DeviceAttributes",
+                name,
+                snap.policy_namespace,
+                _labels_of(entry),
+                {"attributes": entry.attributes},
+                config=config,
             )
-            _sync(plan, snap, "SriovResourcePolicy", body, dependents)
-    # (d) Cleanup by desired-name set; never an object that is not ours.
+            _sync(plan, snap, "DeviceAttributes", body, frozenset({entry.uid}))
+    for resource_name in sorted({str(e.spec.get("resourceName")) for e in entries if not e.managed}):
+        name = pool_attributes_name(resource_name)
+        if name in wanted:
+            continue
+        wanted.add(name)
+        labels = {GENERATED_BY_LABEL: GENERATED_BY_VALUE, RESOURCE_POOL_LABEL: pool_of(resource_name)}
+        spec = {
+            "attributes": {
+                RESOURCE_NAME_ATTRIBUTE: _resource_name_value({"resourceName": resource_name}, snap.prefix)
+            }
+        }
+        _sync(
+            plan,
+            snap,
+            "DeviceAttributes",
+            _object("DeviceAttributes", name, snap.policy_namespace, labels, spec, config=config),
+            frozenset(),
+        )
+    return wanted
+
+
+def _invalidate(plan: Plan, snap: Snapshot, entries: Sequence[_Entry], config: Mapping[str, Any]) -> None:
+    """(b) Invalidate: an unresolved policy's stale object goes before any node config is written."""
+    for entry in entries:
+        name = policy_attributes_name(entry.uid)
+        existing = snap.attributes.get(name)
+        if entry.managed and entry.attributes is None and existing is not None:
+            if is_ours(existing, config):
+                delete(plan, "DeviceAttributes", existing, frozenset({entry.uid}))
+            else:
+                plan.add(
+                    entry.uid,
+                    DRA_CONFIGURATION_SYNC_FAILED,
+                    f"DeviceAttributes {snap.policy_namespace}/{name} exists and is not generated by "
+                    "sriov-operator, so its stale attributes cannot be withdrawn; delete it",
+                )
+
+
+def _node_configs(
+    plan: Plan, snap: Snapshot, entries: Sequence[_Entry], config: Mapping[str, Any]
+) -> set[str]:
+    """(c) Per-node configs, keeping unresolved policies' filters and selectors; the nodes wanted."""
+    wanted: set[str] = set()
+    for node in sorted(snap.nodes, key=lambda n: str(_md(n).get("name"))):
+        node_name = str(_md(node).get("name"))
+        labels = _md(node).get("labels") or {}
+        hostname = labels.get(HOSTNAME_LABEL)
+        selected = [e for e in entries if selects_node(e.spec, labels)]
+        if not hostname or node_name not in snap.node_states or not selected:
+            continue
+        wanted.add(node_name)
+        configs, _withdrawn = _node_problems(
+            node_name, selected, inventory(snap.node_states[node_name]), plan
+        )
+        dependents = frozenset(e.uid for e in selected if e.managed)
+        for uid in dependents:
+            plan.nodes.setdefault(uid, []).append(node_name)
+        obj_labels = {GENERATED_BY_LABEL: GENERATED_BY_VALUE}
+        # A node name too long for a label value goes unlabelled: the object name identifies it.
+        with contextlib.suppress(ContractError):
+            obj_labels[NODE_LABEL] = label_value(node_name)
+        node_spec: dict[str, Any] = {
+            "nodeSelector": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": HOSTNAME_LABEL, "operator": "In", "values": [hostname]}]}
+                ]
+            },
+            "configs": configs,
+        }
+        body = _object(
+            "SriovResourcePolicy", node_name, snap.policy_namespace, obj_labels, node_spec, config=config
+        )
+        _sync(plan, snap, "SriovResourcePolicy", body, dependents)
+    return wanted
+
+
+def _cleanup(plan: Plan, snap: Snapshot, wanted_attrs: set[str], wanted_nodes: set[str]) -> None:
+    """(d) Cleanup by desired-name set; never an object that is not ours."""
     for name, obj in sorted(snap.attributes.items()):
         if name not in wanted_attrs and is_ours(obj, snap.config) and not _already_deleted(plan, name):
             delete(plan, "DeviceAttributes", obj)
     for name, obj in sorted(snap.resource_policies.items()):
         if name not in wanted_nodes and is_ours(obj, snap.config):
             delete(plan, "SriovResourcePolicy", obj)
-    return plan
 
 
 def _already_deleted(plan: Plan, name: str) -> bool:

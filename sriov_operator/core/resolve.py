@@ -1,8 +1,8 @@
 """A policy's SriovNetwork reference to a ready source NAD (spec 12.2.3), by live reads.
 
 Ready means all of: the SriovNetwork exists and is not deleting; it obeys the networkNamespace
-rule; its Ready condition is True for its current generation; the NAD at its rendered target
-exists, is not deleting, carries its owner marker, holds exactly the config the renderer produces
+rule; its Ready condition is True for its current generation; the NAD at its target
+exists, is not deleting, carries its owner marker, holds exactly the config desired_config produces
 and, in the same namespace, no SriovNetwork ownerReference of another UID. Neither the
 SriovNetwork's nor the policy's resourceName takes part (spec 12.2.3: no equality linkage).
 """
@@ -15,11 +15,11 @@ from typing import Any, Protocol
 
 from sriov_operator.core.attributes import NetworkRef
 from sriov_operator.core.keys import OWNER_REF_ANNOTATION, READY
-from sriov_operator.core.render import (
+from sriov_operator.core.sourcenad import (
     config_matches,
+    desired_config,
     namespace_problem,
     owner_marker,
-    render_config,
     target_of,
 )
 from sriov_operator.reasons import (
@@ -93,7 +93,7 @@ def resolve(ref: NetworkRef, reader: SourceReader, *, operator_namespace: str) -
             "controller may write it",
         )
     try:
-        expected = render_config(network)
+        expected = desired_config(network)
     except OperatorError as exc:
         raise fail(SRIOV_NETWORK_NOT_READY, exc.message) from None
     if not config_matches(nad, expected):

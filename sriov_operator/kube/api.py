@@ -1,4 +1,4 @@
-"""Every API call sriov-operator makes, as plain JSON-shaped dicts; failures as ApiFailure.
+"""Every API call sriov-operator makes, as plain JSON-shaped dicts; failures as ApiError.
 
 Reads used for decisions are live GETs/LISTs (spec 12.2.6: no cache reads for decisions); the
 watch threads in `watches` only wake the controllers. Writes are create / update with the read
@@ -34,7 +34,7 @@ from sriov_operator.core.keys import (
     RESOURCE_POLICIES,
     VERSION,
 )
-from sriov_operator.reasons import API_REQUEST_FAILED, ApiFailure
+from sriov_operator.reasons import API_REQUEST_FAILED, ApiError
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ PLURALS: Final = {"DeviceAttributes": DEVICE_ATTRIBUTES, "SriovResourcePolicy": 
 
 
 def _call(what: str, fn: Callable[..., Any], *args: Any, missing_ok: bool = False, **kwargs: Any) -> Any:
-    """One client call; None for a 404 when `missing_ok`, ApiFailure for anything else."""
+    """One client call; None for a 404 when `missing_ok`, ApiError for anything else."""
     try:
         return fn(*args, _request_timeout=REQUEST_TIMEOUT_S, **kwargs)
     except ApiException as exc:
@@ -57,11 +57,11 @@ def _call(what: str, fn: Callable[..., Any], *args: Any, missing_ok: bool = Fals
             if status == 403
             else "the next pass retries"
         )
-        raise ApiFailure(
+        raise ApiError(
             API_REQUEST_FAILED, f"{what} failed with HTTP {status} {exc.reason or ''}; {hint}", status=status
         ) from None
     except Exception as exc:  # urllib3 transport errors: no answer, the outcome is unknown
-        raise ApiFailure(
+        raise ApiError(
             API_REQUEST_FAILED,
             f"{what} got no response ({exc.__class__.__name__}); the next pass retries",
             status=0,

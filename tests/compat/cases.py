@@ -1,7 +1,7 @@
 """The compat cases: Multus's own unit tests re-expressed as black-box invocations, plus one case
 per difference of issue #18. Values and names are ours; each case names the Multus test it
-stands for. ``DELIBERATE`` lists where cni-shim differs on purpose (the README's "Compatibility
-with Multus" section lists every entry); ``KNOWN`` the differences not fixed yet (strict xfails).
+stands for. ``DELIBERATE`` lists where cni-shim differs on purpose (docs/compatibility.md lists
+every entry); ``KNOWN`` the differences not fixed yet (strict xfails).
 """
 
 from __future__ import annotations
@@ -1022,8 +1022,8 @@ BY_ID = {c.id: c for c in CASES}
 # Thick-mode cases cheap enough for `make test`; every other thick case runs in `make compat`.
 FAST_THICK: frozenset[str] = frozenset({"v100-executes-delegates", "v100-kubernetes-networks"})
 
-# Where cni-shim differs from Multus on purpose: case id -> why (and in which modes). The README's
-# "Compatibility with Multus" section lists every entry.
+# Where cni-shim differs from Multus on purpose: case id -> why (and in which modes).
+# docs/compatibility.md lists every entry.
 SPEC_CODE = "CNI spec well-known code; the msg text matches Multus"
 STATUS_GC = (
     "Multus v4.2.3 reads a single-plugin delegate as a plugin list with no plugins, so its STATUS and GC "

@@ -69,7 +69,7 @@ class Case:
 
 @dataclass(frozen=True)
 class Deliberate:
-    """Where cni-shim differs from Multus on purpose, and why (the README lists every entry)."""
+    """Where cni-shim differs from Multus on purpose, and why (docs/compatibility.md lists every entry)."""
 
     reason: str
     modes: tuple[str, ...] = BOTH  # the modes that differ (a mode that matches is not an entry)

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cni_shim.errors import CniError, KubeApiError
+from cni_shim.errors import ApiError, CniError
 
 # What a plugin answers to VERSION unless a test narrows it.
 ALL_VERSIONS = ["0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"]
@@ -105,7 +105,7 @@ class FakeKube:
     def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         self.reads.append(("pod", namespace, name))
         if self.pod_errors:
-            raise KubeApiError("injected", self.pod_errors.pop(0))
+            raise ApiError("injected", self.pod_errors.pop(0))
         pod = self.pods.get((namespace, name))
         return copy.deepcopy(pod) if pod is not None else None
 
@@ -117,7 +117,7 @@ class FakeKube:
     def replace_pod_status(self, pod: Mapping[str, Any]) -> None:
         if self.conflicts:
             self.conflicts -= 1
-            raise KubeApiError("conflict", 409)
+            raise ApiError("conflict", 409)
         meta = pod["metadata"]
         self.pods[(meta["namespace"], meta["name"])] = copy.deepcopy(dict(pod))
         self.status_writes.append(copy.deepcopy(dict(pod)))

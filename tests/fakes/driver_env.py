@@ -11,8 +11,11 @@ from sriov_contract.errors import ReasonedError
 from sriov_dra.kubeletplugin.api import ClaimRef
 from sriov_dra.model import DRIVER_NAME
 from sriov_dra.prepare.consumer import ConsumerResolver
-from sriov_dra.prepare.host import HostPreparer
-from sriov_dra.prepare.managed import ManagedPreparer
+from sriov_dra.prepare.host import HostDevices
+from sriov_dra.prepare.managed import LiveConsumer, ManagedPreparer
+from sriov_dra.prepare.plain import PlainPreparer
+from sriov_dra.recovery.claimrepair import ClaimRepairer
+from sriov_dra.recovery.listing import PassLister
 from sriov_dra.state.cdi import CdiDir
 from sriov_dra.state.checkpoint import FileStorage, PreparedClaims
 from sriov_dra.sysfs.discovery import discover
@@ -85,16 +88,18 @@ class Env:
 
     def restart(self) -> None:
         self.checkpoint = PreparedClaims(FileStorage(self.tmp / "checkpoint.json"))
-        self.host = HostPreparer(
+        self.devices = HostDevices(
             node_name=NODE,
-            claims=Claims(self.api),
             inventory=self.inventory.get,
             checkpoint=self.checkpoint,
             cdi_specs=self.cdi,
             vf_driver=self.vf_driver,
         )
+        # The plain NodeService on the same checkpoint: a driver that ran without --multus-auto-attach.
+        self.plain = PlainPreparer(claims=Claims(self.api), devices=self.devices, checkpoint=self.checkpoint)
         self.service = ManagedPreparer(
-            host=self.host,
+            claims=Claims(self.api),
+            devices=self.devices,
             resolver=ConsumerResolver(
                 pods=self.api,
                 claims=Claims(self.api),
@@ -109,9 +114,18 @@ class Env:
             node_uid=NODE_UID,
             eligible_attributes=self.eligible.get,
             sleep=self.sleeps.append,
-            shadow_lister=self.api,
-            pod_lister=self.api,
-            claim_lister=self.api,
+        )
+        self.repair: ClaimRepairer[LiveConsumer] = ClaimRepairer(
+            self.service, self.checkpoint, node_uid=NODE_UID
+        )
+        self.lister = PassLister(
+            checkpoint=self.checkpoint,
+            node_name=NODE,
+            node_uid=NODE_UID,
+            live_node_uid=lambda: self.live_node_uid,
+            shadows=self.api,
+            pods=self.api,
+            claims=self.api,
         )
 
     # -- objects -------------------------------------------------------------------------------

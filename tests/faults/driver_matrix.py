@@ -45,7 +45,7 @@ CDI_DIR = "cdi"
 # directory read-only.
 ARM_DELAY_S = 1.5
 # How long the proxy holds a "timeout" request unanswered: past the driver's own request timeout
-# (sriov_dra.kube.resources.REQUEST_TIMEOUT_S) and past kubelet's 45 s call deadline, so a driver that waited
+# (sriov_dra.kube.transport.REQUEST_TIMEOUT_S) and past kubelet's 45 s call deadline, so a driver that waited
 # for the answer would leave kubelet with nothing but a deadline error.
 TIMEOUT_HOLD_S = 60.0
 # Long enough to SIGKILL the driver while its request is held.

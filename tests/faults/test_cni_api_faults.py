@@ -9,7 +9,7 @@ container ID and network namespace; after the faulty ADD it asserts what the run
 error JSON with a stable reason and code, or a result), every call the proxy saw, what is
 attached, reserved and cached, and that the runtime's DEL and a retry without the fault converge.
 
-What a cell expects follows cni_shim/handler.py and Multus (reference multus.md sections 5 and 8):
+What a cell expects follows cni_shim/handler/add.py and Multus (reference multus.md sections 5 and 8):
 a failed read fails the ADD before the delegate cache is written; only the Pod GET is retried
 (transport errors, 500, 503 within POD_RETRY_BUDGET); a Pod 404, retried within the same budget
 on ADD (the Pod may not be visible yet), is Multus's empty success; a
@@ -36,8 +36,8 @@ from typing import Any, Literal
 import pytest
 from kubernetes import client
 
-from cni_shim import handler
 from cni_shim.errors import INTERNAL, TRY_AGAIN_LATER
+from cni_shim.handler import add as cni_add
 from cni_shim.kube import paths
 from sriov_contract import keys
 from testbed import faults
@@ -69,7 +69,7 @@ HOLD_S = 60.0
 # The slowest faulty ADD is the Pod GET's whole retry budget, or one call held to its timeout. A
 # resent held call would take at least two timeouts, so that is the bound: it leaves a loaded CI
 # machine several seconds of slack and still catches the resend.
-ADD_BUDGET_S = max(handler.POD_RETRY_BUDGET, 2 * paths.REQUEST_TIMEOUT)
+ADD_BUDGET_S = max(cni_add.POD_RETRY_BUDGET, 2 * paths.REQUEST_TIMEOUT)
 PLACEHOLDER_IPS = [{"address": "0.0.0.0/0", "gateway": "0.0.0.0"}]
 
 # The shim's calls, as ``_call`` writes them: "<verb> <kind> <status>", then "!" when the proxy
@@ -123,7 +123,7 @@ _PERSISTENT_CONFLICT = (
     GET_POD,
     GET_NAD,
     PUT_CONFLICT,
-    *(GET_POD, PUT_CONFLICT) * (handler.STATUS_WRITE_ATTEMPTS - 1),
+    *(GET_POD, PUT_CONFLICT) * (cni_add.STATUS_WRITE_ATTEMPTS - 1),
 )
 _POD_RETRIES = "get pod 500! (retried until the budget ends)"
 _POD_NOT_FOUND_RETRIES = "get pod 404! (retried until the budget ends)"
@@ -377,7 +377,7 @@ def _assert_calls(phase: Phase, calls: list[str], *, nads_overlap: bool) -> None
         assert nads in allowed, f"NAD calls {nads} in {calls}, expected one of {allowed}"
         calls = [c for c in calls if c not in nads]
     if phase.calls in ((_POD_RETRIES,), (_POD_NOT_FOUND_RETRIES,)):
-        limit = int(handler.POD_RETRY_BUDGET / handler.POD_RETRY_INTERVAL) + 1
+        limit = int(cni_add.POD_RETRY_BUDGET / cni_add.POD_RETRY_INTERVAL) + 1
         answer = phase.calls[0].split(" (", 1)[0]
         assert set(calls) == {answer} and 3 <= len(calls) <= limit, f"retries within the budget: {calls}"
         return

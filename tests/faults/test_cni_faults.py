@@ -1,6 +1,6 @@
 """CNI-side faults (spec 11) with the real shim, real plugins and real network namespaces.
 
-Covered elsewhere and not repeated here (the matrix README names them):
+Covered elsewhere and not repeated here (the fault matrix in docs/testing.md names them):
 - daemon killed mid-ADD, restarted, DEL from the persisted cache:
   tests/integration/cni_thick/test_daemon_lifecycle.py::test_killed_mid_add_leaves_a_cache_the_restarted_daemon_deletes_from
 - daemon restarted between ADD and DEL: ...::test_a_restarted_daemon_serves_del_for_earlier_attachments

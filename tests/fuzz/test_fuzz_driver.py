@@ -24,8 +24,8 @@ from sriov_contract.errors import ReasonedError
 from sriov_contract.identity import config_sha256
 from sriov_contract.keys import NETWORKS_ANNOTATION, REGISTRY_ANNOTATION
 from sriov_dra.core import claimrecord
-from sriov_dra.core.render import render_shadow_config
 from sriov_dra.core.selection import ManagedBinding, merge_managed_selections, release_claim_selections
+from sriov_dra.core.shadowconfig import render_shadow_config
 from sriov_dra.state import checkpoint
 from sriov_lib import rawjson
 from tests.fuzz.hostile import emit, hostile_text, json_values

@@ -21,6 +21,7 @@ from cni_shim import main
 from cni_shim.core.netconf import NetConf
 from cni_shim.handler import Services
 from cni_shim.node.cache import FileCacheStore
+from cni_shim.node.conffiles import NodeConfFiles
 from tests.fakes.cni_ports import FakeClock, FakeExecutor, FakeKube, FakeRoutes, ListLog
 
 
@@ -63,6 +64,7 @@ class ShimHarness:
             clock=self.clock,
             delegate_env={"PATH": os.environ.get("PATH", "")},
             routes=self.routes,
+            conf_files=NodeConfFiles(),
             netns_problem=lambda path: (
                 f'failed to Statfs "{path}": no such file or directory'
                 if path in self.missing_netns

@@ -15,6 +15,7 @@ from cni_shim.kube.thin_client import KubeClient
 from cni_shim.kube.views import CachedView, LiveView
 from cni_shim.node.cache import FileCacheStore
 from cni_shim.node.chroot import ChrootExecutor
+from cni_shim.node.conffiles import NodeConfFiles
 from cni_shim.node.execution import ProcessExecutor
 from cni_shim.node.logs import Logger
 from cni_shim.node.routes import IpRoutes
@@ -66,6 +67,7 @@ CONFORMS: list[tuple[type, Any]] = [
     (cni.KubeApi, LiveView),
     (cni.KubeApi, CachedView),
     (cni.Routes, IpRoutes),
+    (cni.ConfFiles, NodeConfFiles),
     (cni.Log, Logger),
     # CNI doubles
     (cni.Executor, cni_ports.FakeExecutor),

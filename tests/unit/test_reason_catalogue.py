@@ -88,8 +88,8 @@ def _first_param(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
 
 def reason_takers(trees: list[ast.Module], known: frozenset[str] = frozenset()) -> set[str]:
     """What takes a reason first: ReasonedError, every class derived from it whose constructor
-    does (KubeApiError derives its own), and every function whose first parameter is `reason`
-    (the modules' `fail`/`_refuse` helpers)."""
+    does (cni_shim's ApiError derives its own), and every function whose first parameter is
+    `reason` (the modules' `fail`/`_refuse` helpers)."""
     derived = {"ReasonedError", *known}
     takes = set(derived)
     classes = [n for tree in trees for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
@@ -145,7 +145,19 @@ def _load(rel: str) -> ModuleType:
 
 
 MODULES = list(_product_modules())
-TAKERS = reason_takers([tree for _rel, tree in MODULES])
+
+
+def _program(rel: str) -> str:
+    return rel.split("/", 1)[0]
+
+
+# The programs never import each other (an import-linter contract), so a name means one class
+# within a program and the contract they share: sriov_dra.apierrors.ApiError takes a reason,
+# cni_shim.errors.ApiError derives its own.
+TAKERS = {
+    program: reason_takers([tree for rel, tree in MODULES if _program(rel) in (program, "sriov_contract")])
+    for program in PACKAGES
+}
 
 
 def test_the_catalogues_define_each_reason_once_in_camel_case() -> None:
@@ -169,12 +181,13 @@ def test_every_reason_says_what_it_means_and_what_to_do(rel: str) -> None:
 
 
 def test_no_reason_is_raised_as_a_string_literal() -> None:
-    assert {"CniError", "ContractError", "ApiError", "fail", "_refuse", "class KubeApiError"} <= TAKERS
+    assert {"ContractError", "ApiError", "fail", "_refuse"} <= TAKERS["sriov_dra"]
+    assert {"CniError", "ContractError", "class ApiError"} <= TAKERS["cni_shim"]
     literals = [
         f"{rel}:{line}: {source}"
         for rel, tree in MODULES
         if rel not in CATALOGUES
-        for line, source in literal_reasons(tree, TAKERS)
+        for line, source in literal_reasons(tree, TAKERS[_program(rel)])
     ]
     assert literals == [], "name the reason's constant from a catalogue instead:\n" + "\n".join(literals)
 
@@ -225,12 +238,12 @@ def test_every_catalogued_reason_is_used() -> None:
 )
 def test_the_check_catches_a_new_literal_reason(source: str) -> None:
     tree = ast.parse(source)
-    assert literal_reasons(tree, reason_takers([tree], frozenset(TAKERS)))
+    assert literal_reasons(tree, reason_takers([tree], frozenset(TAKERS["cni_shim"])))
 
 
 def test_the_check_accepts_a_named_reason() -> None:
     tree = ast.parse("raise CniError(reasons.DELEGATE_FAILED, f'netplugin {p} failed', 7)")
-    assert literal_reasons(tree, TAKERS) == []
+    assert literal_reasons(tree, TAKERS["cni_shim"]) == []
 
 
 def test_docs_reasons_md_is_generated_from_the_catalogues() -> None:
@@ -251,3 +264,109 @@ def test_every_reason_the_docs_name_is_catalogued(doc: str) -> None:
     assert words - DOC_WORDS <= VALUES, (
         f"{doc} names reasons no catalogue defines: {sorted(words - DOC_WORDS - VALUES)}"
     )
+
+
+# --- finding where a reason is raised -----------------------------------------------------------
+# The pages tell an operator how to go from a reason to the code that raises it. The instruction is
+# a `grep` whose pattern is a placeholder the page asks the reader to replace; the check replaces it
+# as the page says and runs the grep (in Python) over every raise site of every catalogued reason.
+
+# Placeholder -> what the reader puts in its place: the constant's name, or the reason itself.
+PLACEHOLDERS = {"REASON_CONSTANT": "constant", "ReasonName": "reason"}
+CONSTANTS = {name: value for names in CATALOGUE.values() for name, value in names.items()}
+SOURCES = {rel: (ROOT / rel).read_text().splitlines() for rel, _tree in MODULES}
+
+
+def grep_instructions(text: str) -> list[list[str]]:
+    """Every `grep ...` command quoted in inline code whose pattern is a reason placeholder."""
+    commands = [span.split() for span in re.findall(r"`(grep\s[^`]+)`", text)]
+    return [argv for argv in commands if set(argv) & set(PLACEHOLDERS)]
+
+
+def raise_sites(tree: ast.Module, takers: set[str]) -> list[tuple[int, str]]:
+    """(line, constant) of every catalogue constant passed as the reason of a raise."""
+    found = []
+    for call in ast.walk(tree):
+        if not isinstance(call, ast.Call) or _callee(call) not in takers:
+            continue
+        for arg in [*call.args[:1], *(k.value for k in call.keywords if k.arg == "reason")]:
+            for node in ast.walk(arg):
+                if isinstance(node, ast.Name) and node.id in CONSTANTS:
+                    found.append((node.lineno, node.id))
+                elif isinstance(node, ast.Attribute) and node.attr in CONSTANTS:
+                    found.append((node.lineno, node.attr))
+    return found
+
+
+def grep_finds(argv: list[str], rel: str, line: str, constant: str) -> bool:
+    """Whether `argv` (grep [-flags] PATTERN DIR...), its placeholder replaced, prints this line."""
+    flags = "".join(a[1:] for a in argv[1:] if a.startswith("-"))
+    pattern, *dirs = [a for a in argv[1:] if not a.startswith("-")]
+    needle = constant if PLACEHOLDERS.get(pattern) == "constant" else CONSTANTS.get(constant, "")
+    if pattern not in PLACEHOLDERS or "r" not in flags:
+        return False
+    if not any(rel.startswith(d.rstrip("/") + "/") for d in dirs):
+        return False
+    if "w" in flags:
+        return re.search(rf"(?<!\w){re.escape(needle)}(?!\w)", line) is not None
+    return needle in line
+
+
+def unfound_raise_sites(
+    argv: list[str], modules: list[tuple[str, ast.Module]], sources: dict[str, list[str]]
+) -> list[str]:
+    return [
+        f"{rel}:{line} {constant}"
+        for rel, tree in modules
+        for line, constant in raise_sites(tree, TAKERS[_program(rel)])
+        if not grep_finds(argv, rel, sources[rel][line - 1], constant)
+    ]
+
+
+def test_there_are_raise_sites_to_find() -> None:
+    sites = {rel: raise_sites(tree, TAKERS[_program(rel)]) for rel, tree in MODULES}
+    assert sum(len(s) for s in sites.values()) > 100
+    assert all(any(rel.startswith(p + "/") and s for rel, s in sites.items()) for p in PACKAGES)
+
+
+@pytest.mark.parametrize("doc", ["docs/architecture.md", "docs/troubleshooting.md", "docs/reasons.md"])
+def test_the_page_says_how_to_find_where_a_reason_is_raised(doc: str) -> None:
+    assert grep_instructions((ROOT / doc).read_text()), f"{doc} lost its grep instruction"
+
+
+@pytest.mark.parametrize(
+    ("doc", "command"),
+    [
+        (doc, " ".join(argv))
+        for doc in ["README.md", *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))]
+        for argv in grep_instructions((ROOT / doc).read_text())
+    ],
+)
+def test_the_grep_instruction_finds_every_raise_site(doc: str, command: str) -> None:
+    unfound = unfound_raise_sites(command.split(), MODULES, SOURCES)
+    assert unfound == [], f"{doc}: `{command}` misses these raise sites"
+
+
+def test_a_grep_for_the_reason_itself_finds_no_raise_site() -> None:
+    # The instruction before issue 29: raise sites name the constant, never the reason's text.
+    old = ["grep", "-rn", "ReasonName", "sriov_dra", "cni_shim", "sriov_contract"]
+    assert len(unfound_raise_sites(old, MODULES, SOURCES)) == sum(
+        len(raise_sites(t, TAKERS[_program(r)])) for r, t in MODULES
+    )
+
+
+def test_a_grep_that_skips_a_package_misses_its_raise_sites() -> None:
+    source = "raise CniError(\n    reasons.POD_UID_MISMATCH,\n    'pod uid mismatch',\n)\n"
+    modules = [("cni_shim/handler.py", ast.parse(source))]
+    sources = {"cni_shim/handler.py": source.splitlines()}
+    good = ["grep", "-rnw", "REASON_CONSTANT", "sriov_dra", "cni_shim", "sriov_contract"]
+    assert unfound_raise_sites(good, modules, sources) == []
+    assert unfound_raise_sites([*good[:-2], "sriov_contract"], modules, sources) == [
+        "cni_shim/handler.py:2 POD_UID_MISMATCH"
+    ]
+    assert unfound_raise_sites(["grep", "-rnw", "UNKNOWN_PLACEHOLDER", "cni_shim"], modules, sources) != []
+
+
+def test_the_reasons_page_names_each_reasons_constant() -> None:
+    rows = re.findall(r"^\| `(\w+)` \| `(\w+)` \|", (ROOT / "docs" / "reasons.md").read_text(), re.MULTILINE)
+    assert {constant: reason for reason, constant in rows} == CONSTANTS

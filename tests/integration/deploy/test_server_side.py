@@ -28,6 +28,7 @@ from testbed.deployment import (
     service_account_user,
 )
 from tests.support.deploy import CNI_NEEDS, DRIVER_NEEDS, FORBIDDEN, DeployCluster, Permission, deploy_objects
+from tests.support.helm import render_chart
 
 pytestmark = pytest.mark.integration
 
@@ -75,16 +76,33 @@ def privileged_allowed(deploy_cluster: DeployCluster) -> bool:
     return rejection(deploy_cluster, pod) is None
 
 
-def test_every_deploy_manifest_passes_server_side_dry_run(deploy_cluster, privileged_allowed) -> None:
+def dry_run_failures(
+    cluster: DeployCluster, objects: list[dict[str, Any]], privileged_allowed: bool
+) -> list[str]:
     failures = []
-    for obj in deploy_objects():
+    for obj in objects:
         if obj["kind"] == "DaemonSet" and not privileged_allowed:
-            failures += daemonset_under_cluster_policy(deploy_cluster, obj)
+            failures += daemonset_under_cluster_policy(cluster, obj)
             continue
-        found = rejection(deploy_cluster, obj)
+        found = rejection(cluster, obj)
         if found:
             failures.append(found)
-    assert failures == []
+    return failures
+
+
+def test_every_deploy_manifest_passes_server_side_dry_run(deploy_cluster, privileged_allowed) -> None:
+    assert dry_run_failures(deploy_cluster, deploy_objects(), privileged_allowed) == []
+
+
+@pytest.mark.parametrize(
+    "sets",
+    [(), ("operator.enabled=true",), ("cni.mode=thin", "driver.metricsPort=0", "cni.image.pullPolicy=Never")],
+    ids=["defaults", "operator", "thin"],
+)
+def test_every_object_the_helm_chart_renders_passes_server_side_dry_run(
+    deploy_cluster, privileged_allowed, helm, sets
+) -> None:
+    assert dry_run_failures(deploy_cluster, render_chart(helm, *sets), privileged_allowed) == []
 
 
 def daemonset_under_cluster_policy(cluster: DeployCluster, obj: dict[str, Any]) -> list[str]:

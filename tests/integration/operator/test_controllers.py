@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from sriov_operator.core.render import render_nad
+from sriov_operator.core.sourcenad import desired_nad
 from testbed import faults
 from testbed.deployment import OPERATOR_SA, service_account_user
 from testbed.waiting import wait_for
@@ -125,7 +125,7 @@ def test_status_only_ready_transition_and_marker_removal_wake_the_policy_control
     node = cluster.add_node(DUAL_RAIL)
     cluster.node_state(node, INTERFACES)
     net = cluster.put("sriovnetworks", network("rail-a-net", target))
-    nad = render_nad(net, "openshift.io")
+    nad = desired_nad(net, "openshift.io")
     cluster.objs.create_namespaced_custom_object(
         "k8s.cni.cncf.io", "v1", target, "network-attachment-definitions", nad
     )

@@ -185,7 +185,7 @@ def test_a_listing_made_stale_before_the_claims_turn_causes_no_write(
     node = client.CoreV1Api(testbed.api_client).read_node(testbed.node_name).metadata
     assert node is not None
     api = testbed.client_for(IDENTITY)
-    service, checkpoint = in_process_service(
+    repairer, lister, checkpoint = in_process_service(
         api, managed_agent.checkpoint, testbed.node_name, str(node.uid), tmp_path
     )
     core = client.CoreV1Api(testbed.api_client)
@@ -199,14 +199,14 @@ def test_a_listing_made_stale_before_the_claims_turn_causes_no_write(
             raise
 
     def stale(records: Sequence[ClaimRecord]) -> PassListing:
-        listing = service.list_for_pass(records)
+        listing = lister.list_for_pass(records)
         core.delete_namespaced_pod("pod-c", ns, grace_period_seconds=0)
         wait_for(lambda: pod_uid() is None, 30, what="the old pod-c gone")
         create_pod(testbed, ns, "pod-c", [{"name": "vfs", "resourceClaimName": "c"}])
         return listing
 
     mark = testbed.audit.mark()
-    outcomes = RepairWorker(service, checkpoint.snapshot_all, listing=stale).run_once()
+    outcomes = RepairWorker(repairer, checkpoint.snapshot_all, listing=stale).run_once()
     assert pod_uid() not in (None, old_pod)
     # Whichever the controllers got to first: the stale reservation, or the allocation, dropped.
     refusals = (

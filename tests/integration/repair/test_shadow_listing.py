@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client
 from kubernetes import config as kube_config
 
-import sriov_dra.kube.resources
+import sriov_dra.kube.transport
 from sriov_contract.keys import MANAGED_BY_LABEL, MANAGED_BY_VALUE, NODE_UID_LABEL
 from sriov_dra.apierrors import ApiError
 from sriov_dra.kube.resources import KubeShadowLister
@@ -47,7 +47,7 @@ def test_every_labelled_shadow_of_the_node_comes_whole_out_of_a_streamed_list(
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda kv: put(testbed, k8s_namespace, *kv), [*mine.items(), *others.items()]))
     # small reads: most items span two reads and many reads split a multi-byte character
-    monkeypatch.setattr(sriov_dra.kube.resources, "STREAM_CHUNK", 1000)
+    monkeypatch.setattr(sriov_dra.kube.transport, "STREAM_CHUNK", 1000)
 
     listed = list(KubeShadowLister(testbed.api_client).list_shadows(node_uid))
 

@@ -1,4 +1,4 @@
-"""bench.report: issue #21's table from a results record, and the README section it rewrites."""
+"""bench.report: issue #21's table from a results record, and the part of docs/performance.md it rewrites."""
 
 from __future__ import annotations
 
@@ -180,15 +180,15 @@ def test_printout_explains_a_miss():
 
 
 def test_the_generator_replaces_only_the_marked_section(tmp_path):
-    readme = tmp_path / "README.md"
-    readme.write_text(f"# Title\n\nbefore\n\n{report.BEGIN}\nstale\n{report.END}\n\nafter\n")
+    page = tmp_path / "performance.md"
+    page.write_text(f"# Title\n\nbefore\n\n{report.BEGIN}\nstale\n{report.END}\n\nafter\n")
     record = tmp_path / "bench" / "results" / "2026-12-03-abc.json"
     record.parent.mkdir(parents=True)
     record.write_text(
         json.dumps({"date": "2026-12-03", "machine": {"cores": 2, "git": "abc"}, "results": RESULTS})
     )
-    assert report.main([str(record), "--readme", str(readme)]) == 0
-    text = readme.read_text()
+    assert report.main([str(record), "--page", str(page)]) == 0
+    text = page.read_text()
     assert text.startswith("# Title\n\nbefore\n\n" + report.BEGIN) and text.endswith(
         report.END + "\n\nafter\n"
     )
@@ -197,19 +197,20 @@ def test_the_generator_replaces_only_the_marked_section(tmp_path):
     assert "| thin ADD+DEL median | Multus thin 160.0 ms | 200.0 ms (x1.25) | <= x1.10 | MISSED (" in text
     assert f"| {tc.OURS_THIN} | 200.0 | 240.0 |" in text
     # Running it again on its own output changes nothing.
-    assert report.main([str(record), "--readme", str(readme)]) == 0
-    assert readme.read_text() == text
+    assert report.main([str(record), "--page", str(page)]) == 0
+    assert page.read_text() == text
 
 
-def test_the_generator_refuses_a_readme_without_the_markers(tmp_path):
+def test_the_generator_refuses_a_page_without_the_markers(tmp_path):
     with pytest.raises(SystemExit):
         report.rewrite("no markers here", "x")
     with pytest.raises(SystemExit):
         report.rewrite(f"{report.END}\n{report.BEGIN}", "x")
 
 
-def test_the_readme_holds_the_markers_once():
-    text = (REPO / "README.md").read_text()
+def test_the_performance_page_holds_the_markers_once():
+    assert report.PAGE == REPO / "docs" / "performance.md"
+    text = report.PAGE.read_text()
     assert text.count(report.BEGIN) == 1 and text.count(report.END) == 1
 
 

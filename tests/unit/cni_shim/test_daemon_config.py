@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cni_shim.daemon import DEFAULT_SOCKET_DIR, load_config
+from cni_shim.app.config import DEFAULT_SOCKET_DIR, load_config
 from cni_shim.errors import CniError
 from cni_shim.node.chroot import ChrootExecutor
 from sriov_contract.errors import ReasonedError

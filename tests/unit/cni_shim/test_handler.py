@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from cni_shim.errors import CniError, KubeApiError
+from cni_shim.errors import ApiError, CniError
 from cni_shim.node.execution import plugin_failure
 
 NETWORKS = "k8s.v1.cni.cncf.io/networks"
@@ -468,7 +468,7 @@ def test_cluster_network_nad_read_failure_is_not_replaced_by_a_local_file(shim):
     (shim.conf_dir / "10-main.conf").write_text(json.dumps(_nad_conf("main", "plug-local")))
 
     def broken(namespace, name):
-        raise KubeApiError("apiserver unavailable", 503)
+        raise ApiError("apiserver unavailable", 503)
 
     shim.kube.get_nad = broken
     out = shim.run("ADD", shim.conf(clusterNetwork="main"))
@@ -496,3 +496,30 @@ def test_network_status_rereads_a_pod_that_came_from_an_informer_cache(shim):
     assert shim.run("ADD", shim.conf()).status == 0
     assert [r for r in shim.kube.reads if r[0] == "pod"] == [("pod", "ns1", "pod1")] * 2
     assert len(shim.kube.status_writes) == 1
+
+
+class _Forgetful(dict[bytes, object]):
+    """A parse memo that never remembers, so every parse of the same bytes shows."""
+
+    def get(self, key, default=None):
+        return None
+
+
+def test_an_add_parses_each_delegate_config_once(shim, monkeypatch):
+    from cni_shim.core import network  # noqa: PLC0415
+
+    shim.kube.add_pod("ns1", "pod1", "uid-1", {NETWORKS: "net-a,net-b"})
+    shim.kube.add_nad("ns1", "net-a", _nad_conf("a", "plug-a"))
+    shim.kube.add_nad("ns1", "net-b", _nad_conf("b", "plug-b"))
+    parsed: list[bytes] = []
+    real = network._parse
+
+    def counted(raw, what):
+        parsed.append(raw)
+        return real(raw, what)
+
+    monkeypatch.setattr(network, "_PARSED", _Forgetful())
+    monkeypatch.setattr(network, "_parse", counted)
+    assert shim.run("ADD", shim.conf()).status == 0
+    assert len(parsed) == 3  # the cluster network and the two NADs, each once
+    assert len(set(parsed)) == 3

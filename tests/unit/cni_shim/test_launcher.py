@@ -86,7 +86,13 @@ def test_a_thin_add_loads_no_heavy_module():
 # What a thin invocation's path still may not load, beyond HEAVY. A DEL (and the forwarding shim)
 # needs neither the API client nor a regular expression; an ADD's client drives _ssl and _socket
 # itself, so it loads neither their wrappers (with enum, re, base64) nor json, urllib or ipaddress.
-DEL_PATH = ("cni_shim.main", "cni_shim.thick.forward", "cni_shim.handler", "cni_shim.wiring")
+DEL_PATH = (
+    "cni_shim.main",
+    "cni_shim.thick.forward",
+    "cni_shim.handler",
+    "cni_shim.handler.delete",
+    "cni_shim.app.thin",
+)
 NOT_ON_DEL = (
     "json",
     "re",
@@ -139,7 +145,7 @@ def test_a_forwarded_request_loads_neither_os_nor_the_error_classes():
 def test_a_thin_add_loads_none_of_the_modules_it_spells_out():
     from bench.thick_compare import THIN_MODULES  # noqa: PLC0415 - the bench's profile measures this list
 
-    add_path = (*THIN_MODULES, "cni_shim.core.guard", "cni_shim.kube.events")
+    add_path = (*THIN_MODULES, "cni_shim.core.guard", "cni_shim.kube.eventwriter")
     assert _loaded(add_path, NOT_ON_ADD) == []
 
 
@@ -154,4 +160,4 @@ def test_a_thin_api_request_to_an_ascii_host_never_loads_the_idna_codec():
         "print('encodings.idna' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["KubeApiError", "False"]
+    assert out.stdout.split() == ["ApiError", "False"]

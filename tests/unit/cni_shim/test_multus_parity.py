@@ -219,7 +219,7 @@ class _AppearsLater:
 
 
 def test_add_waits_for_a_pod_that_appears_within_the_budget(shim):
-    from cni_shim import handler  # noqa: PLC0415
+    from cni_shim.handler import add  # noqa: PLC0415
 
     shim.kube.add_pod("ns1", "pod1", "uid-1", {NETWORKS: "net-b"})
     shim.kube.add_nad("ns1", "net-b", _nad_conf("b", "plug-b"))
@@ -227,19 +227,19 @@ def test_add_waits_for_a_pod_that_appears_within_the_budget(shim):
     out = shim.run("ADD", shim.conf(), args=ADD_ARGS)
     assert out.status == 0, out.stdout
     assert shim.executor.commands() == [("ptp", "ADD", "eth0"), ("plug-b", "ADD", "net1")]
-    assert shim.clock.sleeps == [handler.POD_RETRY_INTERVAL] * 4
+    assert shim.clock.sleeps == [add.POD_RETRY_INTERVAL] * 4
 
 
 def test_add_gives_up_on_a_missing_pod_when_the_budget_ends(shim):
-    from cni_shim import handler  # noqa: PLC0415
+    from cni_shim.handler import add  # noqa: PLC0415
 
     out = shim.run("ADD", shim.conf(), args=ADD_ARGS)
     assert out.status == 0
     assert out.json["ips"] == [{"address": "0.0.0.0/0", "gateway": "0.0.0.0"}]
     assert shim.executor.calls == []
-    assert shim.clock.now <= handler.POD_RETRY_BUDGET
+    assert shim.clock.now <= add.POD_RETRY_BUDGET
     pod_reads = [r for r in shim.kube.reads if r[0] == "pod"]
-    assert len(pod_reads) == int(handler.POD_RETRY_BUDGET / handler.POD_RETRY_INTERVAL) + 1
+    assert len(pod_reads) == int(add.POD_RETRY_BUDGET / add.POD_RETRY_INTERVAL) + 1
 
 
 def test_del_never_waits_for_a_pod(shim):

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from cni_shim.errors import CniError, KubeApiError
-from cni_shim.kube.events import ThinEvents
+from cni_shim.errors import ApiError, CniError
+from cni_shim.kube.eventwriter import ThinEvents
 from cni_shim.kube.kubeconfig import Connection
 from cni_shim.kube.thin_client import KubeClient
 from cni_shim.thick.dispatch import Answer, Dispatcher
-from cni_shim.thick.events import SPAM_BURST, SPAM_REFILL_SECONDS, Collector, EventQueue, SpamFilter
+from cni_shim.thick.eventqueue import SPAM_BURST, SPAM_REFILL_SECONDS, Collector, EventQueue, SpamFilter
 from cni_shim.thick.server import State, listen
 
 NETWORKS = "k8s.v1.cni.cncf.io/networks"
@@ -148,7 +148,7 @@ def test_no_pod_means_no_event(shim, sink):
 
 
 def test_a_failing_sink_costs_a_warning_never_the_add(shim, sink):
-    sink.fail = KubeApiError("events are forbidden", 403)
+    sink.fail = ApiError("events are forbidden", 403)
     shim.kube.add_pod("ns1", "pod1", "uid-1")
     out = shim.run("ADD", shim.conf())
     assert out.status == 0
@@ -182,7 +182,7 @@ class Poster:
         self.posted.append((event["reason"], timeout))
         self.clock[0] += self.cost
         if self.fail:
-            raise KubeApiError("boom", self.fail)
+            raise ApiError("boom", self.fail)
 
 
 def test_thin_events_share_one_short_budget_on_a_connection_of_their_own():
@@ -190,14 +190,14 @@ def test_thin_events_share_one_short_budget_on_a_connection_of_their_own():
     poster = Poster(now, cost=0.4)
     thin = ThinEvents(lambda: poster, budget=1.0, timeout=0.5, clock=lambda: now[0])
     thin.publish([{"reason": r} for r in "abcd"])
-    with pytest.raises(KubeApiError, match="1 Event\\(s\\) left unwritten after the 1s budget"):
+    with pytest.raises(ApiError, match="1 Event\\(s\\) left unwritten after the 1s budget"):
         thin.settle()
     assert [round(t, 2) for _, t in poster.posted] == [0.5, 0.5, 0.2]
     assert (poster.siblings, poster.closed) == (1, 1)
     thin.settle()  # settled once: nothing left to report
     poster.fail = 403
     thin.publish([{"reason": "x"}])
-    with pytest.raises(KubeApiError, match="boom"):
+    with pytest.raises(ApiError, match="boom"):
         thin.settle()
 
 
@@ -217,7 +217,7 @@ def test_thin_events_give_up_at_the_budget_while_the_write_hangs():
 
     thin = ThinEvents(lambda: Hanging([0.0]), budget=0.05)
     thin.publish([{"reason": "x"}])
-    with pytest.raises(KubeApiError, match=r"still unwritten after the 0\.05s budget"):
+    with pytest.raises(ApiError, match=r"still unwritten after the 0\.05s budget"):
         thin.settle()
     gate.set()
 
@@ -260,7 +260,7 @@ def test_the_thin_client_posts_the_event_to_its_namespace_with_the_short_timeout
     _Api.status = 409
     client.create_event(event, 0.25)  # already there: fine
     _Api.status = 403
-    with pytest.raises(KubeApiError, match="HTTP 403: nope") as err:
+    with pytest.raises(ApiError, match="HTTP 403: nope") as err:
         client.create_event(event, 0.25)
     assert err.value.status == 403
     client.close()
@@ -300,7 +300,7 @@ class ApiPoster:
     def post(self, path, body, what):
         self.gate.wait(10)
         if body["reason"] == self.fail_reason:
-            raise KubeApiError("forbidden", 403)
+            raise ApiError("forbidden", 403)
         self.posted.append((path, body["reason"]))
         return 201
 

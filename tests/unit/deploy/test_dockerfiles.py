@@ -1,4 +1,4 @@
-"""Static checks of the two Dockerfiles: no container engine exists here, so images are built elsewhere.
+"""Static checks of the two Dockerfiles (`make images` builds them for real: docs/images.md).
 
 They must parse, copy only files the repository has, start real console scripts, expose the ports
 the DaemonSets declare and pin their base image by a digest placeholder a release fills in.

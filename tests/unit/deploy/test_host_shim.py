@@ -183,3 +183,12 @@ def test_install_waits_for_a_primary_network_and_then_says_what_is_missing(
     assert result.returncode == 1
     assert "no primary CNI configuration" in result.stderr
     assert "install the cluster's default network plugin first" in result.stderr
+
+
+def test_thin_mode_names_the_kubeconfig_instead_of_the_daemon_socket(bundle: Path, host: Path) -> None:
+    kubeconfig = "/etc/cni/net.d/auto-sriov.d/kubeconfig"
+    result = install(bundle, host, DAEMON_SOCKET_DIR="/run/cni-shim/", THIN_KUBECONFIG=kubeconfig)
+    assert result.returncode == 0, result.stderr
+    conf = json.loads((host / "conf" / "00-auto-sriov.conf").read_text())
+    assert conf["kubeconfig"] == kubeconfig
+    assert "daemonSocketDir" not in conf

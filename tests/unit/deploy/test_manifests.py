@@ -56,11 +56,14 @@ def granted(objects: list[dict[str, Any]], namespace: str, account: str) -> set[
 def test_the_kustomization_lists_every_manifest_and_only_existing_files() -> None:
     listed = kustomization_resources()
     assert all(p.is_file() for p in listed), [str(p) for p in listed if not p.is_file()]
-    # deploy/operator/ is an overlay with its own kustomization (tests/unit/deploy/test_operator_manifests.py).
+    # deploy/operator/ is an overlay with its own kustomization (tests/unit/deploy/test_operator_manifests.py);
+    # deploy/helm/ is the Helm chart (tests/unit/deploy/test_helm_chart.py).
     on_disk = {
         p
         for p in DEPLOY_DIR.rglob("*.yaml")
-        if p.name != "kustomization.yaml" and OPERATOR_DIR not in p.parents
+        if p.name != "kustomization.yaml"
+        and OPERATOR_DIR not in p.parents
+        and DEPLOY_DIR / "helm" not in p.parents
     }
     assert set(listed) == on_disk, f"unlisted: {on_disk - set(listed)}; missing: {set(listed) - on_disk}"
     assert listed[: len(list((DEPLOY_DIR / "crds").glob("*.yaml")))] == [
@@ -183,7 +186,9 @@ def test_the_driver_reads_every_variable_its_daemonset_sets(objects) -> None:
 
 
 def test_multus_auto_attach_is_a_single_opt_in_that_defaults_off() -> None:
-    hits = [(p.name, line) for p in DEPLOY_DIR.rglob("*.yaml") for line in p.read_text().splitlines()]
+    # The Helm chart's single opt-in is its value driver.multusAutoAttach (tests/unit/deploy/test_helm_chart.py).
+    manifests = [p for p in DEPLOY_DIR.rglob("*.yaml") if DEPLOY_DIR / "helm" not in p.parents]
+    hits = [(p.name, line) for p in manifests for line in p.read_text().splitlines()]
     named = [h for h in hits if "MULTUS_AUTO_ATTACH" in h[1] and not h[1].lstrip().startswith("#")]
     assert named == [("driver-daemonset.yaml", "            - name: MULTUS_AUTO_ATTACH")]
     env = env_of(pod_spec(deploy_objects(), "sriov-dra-driver")["containers"][0])

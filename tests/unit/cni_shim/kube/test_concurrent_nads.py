@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from cni_shim.errors import KubeApiError
+from cni_shim.errors import ApiError
 from cni_shim.kube.informers import Store
 from cni_shim.kube.paths import nad_path
 from cni_shim.kube.views import CachedView, LiveView
@@ -38,7 +38,7 @@ class MeetingApi:
     def get(self, path: str, what: str) -> dict[str, Any] | None:
         self.together.wait()
         if path.endswith("/" + self.failing):
-            raise KubeApiError(f"GET {what} returned HTTP 500", 500)
+            raise ApiError(f"GET {what} returned HTTP 500", 500)
         if path.endswith("/absent"):
             return None
         return {"metadata": {"name": path.rsplit("/", 1)[1]}}
@@ -63,7 +63,7 @@ def test_a_failed_read_surfaces_only_when_its_turn_comes(pool):
     view = LiveView(MeetingApi(2, failing="b"), Counts(), pool)
     reads = view.get_nads([("ns", "absent"), ("ns", "b")])
     assert next(reads) is None
-    with pytest.raises(KubeApiError, match="HTTP 500"):
+    with pytest.raises(ApiError, match="HTTP 500"):
         next(reads)
 
 

@@ -1,5 +1,5 @@
 """The daemon's request calls on kept-alive sockets: reused in turn, one per concurrent caller,
-and every failure still a KubeApiError in the wording the daemon always used.
+and every failure still a ApiError in the wording the daemon always used.
 
 A real HTTP/1.1 server on loopback stands in for the API server (plain HTTP: the TLS side is
 ssl_context's, which the integration and fault suites exercise against the real API server).
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from cni_shim.errors import KubeApiError
+from cni_shim.errors import ApiError
 from cni_shim.kube import daemon_client
 from cni_shim.kube.daemon_client import ApiServer, Sockets
 from cni_shim.kube.kubeconfig import Connection
@@ -111,13 +111,13 @@ def test_at_most_the_pool_size_stays_idle(api, monkeypatch):
 def test_answers_map_to_the_daemons_errors(api):
     client, handler = api
     assert client.get("/p/missing", "pod ns/missing") is None
-    with pytest.raises(KubeApiError) as denied:
+    with pytest.raises(ApiError) as denied:
         client.get("/p/forbidden", "pod ns/forbidden")
     assert (denied.value.message, denied.value.status) == (
         "GET pod ns/forbidden returned HTTP 403: pods is forbidden",
         403,
     )
-    with pytest.raises(KubeApiError) as conflict:
+    with pytest.raises(ApiError) as conflict:
         client.put("/p/a/status", {"metadata": {"name": "a"}}, "status of pod ns/a")
     assert (conflict.value.message, conflict.value.status) == (
         "PUT status of pod ns/a failed: HTTP 409: the object has been modified",
@@ -129,7 +129,7 @@ def test_answers_map_to_the_daemons_errors(api):
 def test_an_unreachable_server_is_status_zero_in_the_daemons_wording():
     conn = Connection(server="http://127.0.0.1:9")  # discard port: nothing listens
     client = ApiServer(None, conn.server, sockets=Sockets(conn, timeout=2.0))
-    with pytest.raises(KubeApiError) as failed:
+    with pytest.raises(ApiError) as failed:
         client.get("/p/a", "pod ns/a")
     assert failed.value.message.startswith("GET /p/a on http://127.0.0.1:9 failed: ")
     assert failed.value.status == 0

@@ -14,7 +14,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cni_shim.errors import CniError, KubeApiError
+from cni_shim.errors import ApiError, CniError
 from cni_shim.kube import kubeconfig, paths, thin_client
 from cni_shim.kube.thin_client import KubeClient
 from tests.support.httpjson import send_json
@@ -130,10 +130,10 @@ def test_client_sends_bearer_token_and_maps_statuses(api_server, tmp_path):
     client = KubeClient(kubeconfig.Connection(server=url, token_file=str(token)))
     assert client.get_pod("ns", "p1") == {"metadata": {"name": "p1", "uid": "u1"}}
     assert client.get_nad("ns", "a/b") is None
-    with pytest.raises(KubeApiError) as err:
+    with pytest.raises(ApiError) as err:
         client.get_pod("ns", "forbidden")
     assert err.value.status == 403 and "forbidden" in err.value.message
-    with pytest.raises(KubeApiError) as err:
+    with pytest.raises(ApiError) as err:
         client.replace_pod_status({"metadata": {"namespace": "ns", "name": "p1"}})
     assert err.value.status == 409
     assert seen[0] == ("GET", "/api/v1/namespaces/ns/pods/p1", "Bearer secret")
@@ -143,7 +143,7 @@ def test_client_sends_bearer_token_and_maps_statuses(api_server, tmp_path):
 
 def test_unreachable_server_is_a_transient_error():
     client = KubeClient(kubeconfig.Connection(server="http://127.0.0.1:1"), timeout=1.0)
-    with pytest.raises(KubeApiError) as err:
+    with pytest.raises(ApiError) as err:
         client.get_pod("ns", "p")
     assert err.value.status == 0 and err.value.code == 11
 

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cni_shim.core.prefetch import Key, NadReads, guessed_nads, nad_reads
-from cni_shim.errors import KubeApiError
+from cni_shim.errors import ApiError
 from cni_shim.kube.informers import Store
 from cni_shim.kube.paths import nad_path, pod_path
 from cni_shim.kube.views import LiveView
@@ -81,7 +81,7 @@ class CountingApi:
         key = next(k for k in self.objects if nad_path(*k) == path)
         outcome = self.objects[key]
         if outcome == "fail":
-            raise KubeApiError(f"GET {what} returned HTTP 500", 500)
+            raise ApiError(f"GET {what} returned HTTP 500", 500)
         return None if outcome == "absent" else {"metadata": {"name": key[1], "resourceVersion": seq}}
 
     def put(self, path: str, body: Any, what: str) -> None:
@@ -137,7 +137,7 @@ def live_add(api: CountingApi, pool: ThreadPoolExecutor, store: Store) -> tuple[
         for nad in view.get_nads(needed):
             out.append(None if nad is None else nad["metadata"]["name"])
             used.append(nad)
-    except KubeApiError as exc:
+    except ApiError as exc:
         out.append("HTTP 500 " + exc.message.split("/")[-1].split(" ")[0])
     return began, out, used
 

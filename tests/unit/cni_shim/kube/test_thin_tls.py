@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cni_shim.errors import KubeApiError
+from cni_shim.errors import ApiError
 from cni_shim.kube.kubeconfig import Connection
 from cni_shim.kube.thin_client import KubeClient, ssl_context
 from testbed.pki import CertificateAuthority
@@ -106,7 +106,7 @@ def test_a_server_name_the_certificate_does_not_carry_is_refused(tls_server: _Tl
     conn = Connection(
         server=tls_server.url, ca_file=str(tls_server.ca.cert_file), tls_server_name="api.example.org"
     )
-    with pytest.raises(KubeApiError) as err:
+    with pytest.raises(ApiError) as err:
         KubeClient(conn).get_pod("ns", "p")
     assert err.value.status == 0 and "CERTIFICATE_VERIFY_FAILED" in err.value.message
     assert "api.example.org" in err.value.message
@@ -121,7 +121,7 @@ def test_the_name_the_certificate_carries_is_accepted_over_the_ip(tls_server: _T
 
 def test_an_unknown_ca_is_refused_unless_the_kubeconfig_is_insecure(tls_server: _Tls, tmp_path: Path) -> None:
     other = CertificateAuthority.create(tmp_path / "other", common_name="other-ca")
-    with pytest.raises(KubeApiError) as err:
+    with pytest.raises(ApiError) as err:
         KubeClient(Connection(server=tls_server.url, ca_file=str(other.cert_file))).get_pod("ns", "p")
     assert "CERTIFICATE_VERIFY_FAILED" in err.value.message
     insecure = Connection(server=tls_server.url, ca_file=str(other.cert_file), insecure=True)

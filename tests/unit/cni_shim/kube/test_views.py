@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from cni_shim.errors import KubeApiError
+from cni_shim.errors import ApiError
 from cni_shim.kube import informers
 from cni_shim.kube.informers import Informer, Store, slim_pod
 from cni_shim.kube.views import CachedView, LiveView
@@ -149,7 +149,7 @@ def test_the_informer_lists_follows_the_watch_and_relists_after_an_error(monkeyp
             {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "12"}}},
         ],
         [{"type": "DELETED", "object": obj("ns", "a", "13")}, {"type": "ERROR", "object": {"code": 410}}],
-        KubeApiError("api server away", 0),
+        ApiError("api server away", 0),
         {"metadata": {"resourceVersion": "20"}, "items": [obj("ns", "c", "19")]},
     ]
     source = Source(script, stop)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import base64
 import json
 
-from cni_shim.daemon import DaemonConfig, config_writer
+from cni_shim.app.config import DaemonConfig
+from cni_shim.app.thick import config_writer
 from cni_shim.thick import forward
 from cni_shim.thick.dispatch import Dispatcher
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from cni_shim.errors import CniError
+from cni_shim.node.execution import plugin_failure
 from cni_shim.thick.dispatch import Dispatcher, KeyedLocks, decode_request, overlay
 
 
@@ -302,3 +303,20 @@ def test_status_and_gc_need_no_container_and_take_no_lock(rig, shim):
     assert [c[:2] for c in shim.executor.commands()] == [("ptp", "STATUS"), ("ptp", "GC")]
     assert views.asked == []
     assert len(dispatcher.locks) == 0
+
+
+def test_a_delegates_own_error_is_answered_as_printed_and_counted_as_a_delegate_failure(rig, shim):
+    """The answer is written from the CniError itself: the reason counted is the error's, not a
+    word read back out of the delegate's details."""
+    dispatcher, _, events, _ = rig
+    conf = shim.conf(
+        cniVersion="1.1.0", delegates=[{"cniVersion": "1.1.0", "name": "cluster", "type": "ptp"}]
+    )
+    shim.executor.failures[("ptp", "STATUS")] = plugin_failure(
+        "ptp", 1, b'{"code": 50, "msg": "not ready", "details": "Busy: the agent restarts"}', b""
+    )
+    answer = dispatcher.serve(body({"CNI_COMMAND": "STATUS", "CNI_PATH": "/opt/cni/bin"}, conf))
+    assert answer.status == 400
+    assert answer.body == shim.run("STATUS", conf).stdout.encode()
+    assert json.loads(answer.body)["details"] == "Busy: the agent restarts"
+    assert events.requests == [("STATUS", "DelegateFailed")]

@@ -1,5 +1,5 @@
 """The shadow NAD's pure half: the object the driver creates, the strict check of a live one
-against its record, and the patch that drops only our finalizer."""
+against its record, and the patches that drop or restore only our finalizer."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from sriov_dra.core.shadowspec import (
     drop_protection_patch,
     finalizers_of,
     is_deleting,
+    restore_protection_patch,
     shadow_object,
     uid_of,
 )
@@ -178,4 +179,14 @@ def test_dropping_protection_keeps_other_finalizers_of_exactly_this_version() ->
         {"op": "test", "path": "/metadata/uid", "value": SHADOW_UID},
         {"op": "test", "path": "/metadata/resourceVersion", "value": "12"},
         {"op": "add", "path": "/metadata/finalizers", "value": ["example.com/a", "example.com/b"]},
+    ]
+
+
+def test_restoring_protection_appends_our_finalizer_to_exactly_this_version() -> None:
+    obj = written()
+    obj["metadata"]["finalizers"] = ["example.com/a"]
+    assert restore_protection_patch(obj) == [
+        {"op": "test", "path": "/metadata/uid", "value": SHADOW_UID},
+        {"op": "test", "path": "/metadata/resourceVersion", "value": "12"},
+        {"op": "add", "path": "/metadata/finalizers", "value": ["example.com/a", PROTECTION_FINALIZER]},
     ]

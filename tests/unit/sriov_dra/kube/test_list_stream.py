@@ -1,4 +1,4 @@
-"""A list response's items decoded while it streams in (sriov_dra.kube.resources.stream_items), chunk by chunk."""
+"""A list response's items decoded while it streams in (sriov_dra.kube.transport.stream_items), chunk by chunk."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from kubernetes import client
 
 from sriov_dra.apierrors import ApiError
-from sriov_dra.kube.resources import list_streamed, stream_items
+from sriov_dra.kube.transport import list_streamed, stream_items
 
 scalars = st.one_of(
     st.none(),

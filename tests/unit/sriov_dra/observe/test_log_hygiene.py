@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sriov_dra.observe.events import BindingReporter
+from sriov_dra.observe.bindingreporter import BindingReporter
 from tests.fakes.driver_env import SOURCE_CONFIG, Env, vf_config
 from tests.fakes.kube_api import Fault
 
@@ -37,7 +37,7 @@ def test_binding_logs_carry_the_ids_and_never_config_or_ipam(
         (shadow,) = env.shadows()
         assert env.unprepare(ref) == ""
 
-    binding_lines = [r.getMessage() for r in caplog.records if r.name == "sriov_dra.observe.events"]
+    binding_lines = [r.getMessage() for r in caplog.records if r.name == "sriov_dra.observe.bindingreporter"]
     phases = [line.split(":", 1)[0] for line in binding_lines]
     assert phases == [
         "managed binding Pending",

@@ -122,7 +122,7 @@ def test_first_prepare_adds_one_status_write_and_a_repeat_writes_nothing(h: Harn
     h.requests.clear()
     assert env.prepare(ref).error == ""
     assert [r for r in h.requests if r[0] != "get"] == []
-    env.service.repair_claim(ref.uid)
+    env.repair.repair_claim(ref.uid)
     assert env.api.writes[-1] == ("patch", "claims", "c")  # the first prepare's, not a new one
     assert h.failures.seen == []
 
@@ -136,10 +136,10 @@ def test_repair_copies_network_status_and_release_removes_only_our_entry(h: Harn
     status = f'[{{"name": "{NS}/{shadow["metadata"]["name"]}", "interface": "dra0", "ips": ["192.0.2.9"]}}]'
     live["metadata"].setdefault("annotations", {})[NETWORK_STATUS_ANNOTATION] = status
     env.api.put("pods", live)
-    env.service.repair_claim(ref.uid)  # settling after prepare's write: nothing yet
+    env.repair.repair_claim(ref.uid)  # settling after prepare's write: nothing yet
     assert "networkData" not in devices(env)[1]
     h.clock += SETTLE_AFTER_WRITE
-    env.service.repair_claim(ref.uid)
+    env.repair.repair_claim(ref.uid)
     assert devices(env)[1]["networkData"] == {"interfaceName": "dra0", "ips": ["192.0.2.9/32"]}
 
     assert env.unprepare(ref) == ""
@@ -156,7 +156,7 @@ def test_a_refused_status_write_still_prepares_and_repair_backs_off(h: Harness) 
     assert devices(env) == [GPU]
 
     h.requests.clear()
-    env.service.repair_claim(ref.uid)  # within the backoff: the write is not retried
+    env.repair.repair_claim(ref.uid)  # within the backoff: the write is not retried
     assert ("patch", "claims") not in h.requests
 
     env.api.fail("patch", "claims", Fault(403))

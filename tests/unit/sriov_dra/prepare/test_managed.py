@@ -245,7 +245,7 @@ def test_frozen_bytes_win_over_edited_or_deleted_source(env: Env) -> None:
 def test_old_record_without_binding_is_a_migration_error(env: Env) -> None:
     _pod, ref = env.pod_with_claim([VF1], [vf_config(netAttachDefName="rail-a")])
     # prepared by a driver that ran without --multus-auto-attach, on the same checkpoint
-    assert env.host.prepare([ref])[ref.uid].error == ""
+    assert env.plain.prepare([ref])[ref.uid].error == ""
     assert env.prepare(ref).error.startswith("ManagedBindingMissing:")
     assert env.api.writes == []
     assert env.unprepare(ref) == ""  # release still restores it the ordinary way
@@ -376,7 +376,7 @@ def test_template_claims_resolve_through_pod_status(env: Env) -> None:
 
 def test_every_pod_write_rechecks_pod_and_reservation(env: Env) -> None:
     pod, ref = env.pod_with_claim([VF1], [vf_config(netAttachDefName="rail-a")])
-    fetch = env.host.fetch_claim
+    fetch = env.service._fetch_claim
     calls = []
 
     def lost_after_first(r):
@@ -386,11 +386,11 @@ def test_every_pod_write_rechecks_pod_and_reservation(env: Env) -> None:
             claim["status"]["reservedFor"] = []
         return claim
 
-    env.host.fetch_claim = lost_after_first  # type: ignore[method-assign]
+    env.service._fetch_claim = lost_after_first  # type: ignore[method-assign]
     out = env.prepare(ref)
     assert out.error.startswith("ReservationLost:"), out.error
     assert env.phases(ref.uid) == ["Pending"] and env.networks(pod) == []
-    env.host.fetch_claim = fetch  # type: ignore[method-assign]
+    env.service._fetch_claim = fetch  # type: ignore[method-assign]
     get_pod = env.api.get_pod
     reads = []
 

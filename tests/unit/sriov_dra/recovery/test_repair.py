@@ -16,7 +16,8 @@ from sriov_contract.keys import PROTECTION_FINALIZER, REGISTRY_ANNOTATION
 from sriov_contract.registry import parse_registry
 from sriov_dra.apierrors import ApiError, api_error
 from sriov_dra.core.backoff import backoff
-from sriov_dra.observe.events import BindingReporter, EventRecorder, InvolvedObject
+from sriov_dra.observe.bindingreporter import BindingReporter
+from sriov_dra.observe.eventrecorder import EventRecorder, InvolvedObject
 from sriov_dra.observe.metrics import CountingSlices, DriverMetrics
 from sriov_dra.recovery.repair import BACKING_OFF, RepairWorker
 from tests.fakes.driver_env import NS, Env, vf_config
@@ -52,7 +53,7 @@ def prepared(env: Env):
 
 
 def worker(env: Env, **kw) -> RepairWorker:
-    return RepairWorker(env.service, env.checkpoint.snapshot_all, **kw)
+    return RepairWorker(env.repair, env.checkpoint.snapshot_all, **kw)
 
 
 def registry_uids(env: Env, pod: Obj) -> list[str]:

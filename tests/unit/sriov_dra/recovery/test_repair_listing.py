@@ -30,7 +30,7 @@ def prepared(env: Env) -> tuple[ClaimRef, str, list[Obj]]:
 
 
 def listing_worker(env: Env) -> RepairWorker:
-    return RepairWorker(env.service, env.checkpoint.snapshot_all, listing=env.service.list_for_pass)
+    return RepairWorker(env.repair, env.checkpoint.snapshot_all, listing=env.lister.list_for_pass)
 
 
 def shadow_gets(env: Env) -> list[str]:
@@ -70,7 +70,7 @@ def test_a_healthy_pass_copies_the_checkpoint_once(env: Env, monkeypatch) -> Non
 
 def test_without_a_listing_every_shadow_is_read(env: Env) -> None:
     _pod, uid, shadows = prepared(env)
-    assert RepairWorker(env.service, env.checkpoint.snapshot_all).run_once() == {uid: ""}
+    assert RepairWorker(env.repair, env.checkpoint.snapshot_all).run_once() == {uid: ""}
     assert lists(env) == 0
     assert sorted(shadow_gets(env)) == [s["metadata"]["name"] for s in shadows]
 
@@ -138,9 +138,9 @@ def test_a_stale_listing_is_corrected_by_the_next_pass(env: Env) -> None:
     snapshots = [PassListing(shadows=taken)]
 
     def listing(records: Sequence[ClaimRecord]) -> PassListing:
-        return snapshots.pop() if snapshots else env.service.list_for_pass(records)
+        return snapshots.pop() if snapshots else env.lister.list_for_pass(records)
 
-    worker = RepairWorker(env.service, env.checkpoint.snapshot_all, listing=listing)
+    worker = RepairWorker(env.repair, env.checkpoint.snapshot_all, listing=listing)
     assert worker.run_once() == {uid: ""}
     assert len(env.shadows()) == 1
     assert worker.run_once() == {uid: ""}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sriov_operator.app.inspect import inspect, render
+from sriov_operator.app.inspect import as_text, inspect
 
 OPS = "ops"
 STATE = {
@@ -96,6 +96,6 @@ def test_a_ready_rail_shows_its_network_nad_objects_and_vfs() -> None:
     assert a["vfs"] == {"n1": ["0000:03:00.2"]}
     assert b["deviceAttributes"] == "" and b["reason"] == "SourceNADNotReady"
     assert legacy["mode"] == "legacy" and legacy["status"] == ""
-    text = render(rows)
+    text = as_text(rows)
     assert "ops/b (dra): False SourceNADNotReady\n  why:              NAD gone" in text
     assert "DeviceAttributes: - (none generated)" in text and "VFs on n1: 0000:03:00.2" in text

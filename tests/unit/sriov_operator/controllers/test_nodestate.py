@@ -6,7 +6,7 @@ from typing import Any
 
 from sriov_operator.controllers.nodestate import NodeStateReporter
 from sriov_operator.core.nodestate import PfReading
-from sriov_operator.reasons import API_REQUEST_FAILED, NODE_INVENTORY_UNREADABLE, ApiFailure, OperatorError
+from sriov_operator.reasons import API_REQUEST_FAILED, NODE_INVENTORY_UNREADABLE, ApiError, OperatorError
 
 PF = PfReading("ens1f0", "0000:03:00.0", "15b3", "1017", "ETH", 0, 8, ())
 
@@ -28,7 +28,7 @@ class Cluster:
     def patch_node_state_status(self, namespace: str, name: str, body: Mapping[str, Any]) -> None:
         self.calls.append("patch")
         if self.fail_patch:
-            raise ApiFailure(API_REQUEST_FAILED, "PATCH failed with HTTP 500", status=500)
+            raise ApiError(API_REQUEST_FAILED, "PATCH failed with HTTP 500", status=500)
         assert self.state is not None
         self.state["status"] = dict(body["status"])
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 from sriov_operator.core.network import obsolete_nads, plan_network
-from sriov_operator.core.render import render_nad
+from sriov_operator.core.sourcenad import desired_nad
 from sriov_operator.reasons import NAD_INVALID, NAMESPACE_NOT_FOUND, NETWORK_READY
 from tests.unit.sriov_operator.core.conftest import OPS, network
 
@@ -38,7 +38,7 @@ def test_unrenderable_network_is_invalid() -> None:
 
 def test_an_unchanged_nad_is_not_rewritten() -> None:
     net = network("n", "apps")
-    existing = render_nad(net, "openshift.io")
+    existing = desired_nad(net, "openshift.io")
     existing["metadata"]["resourceVersion"] = "7"
     d = decide(net, existing)
     assert (d.write, d.status) == ("none", "True")
@@ -46,7 +46,7 @@ def test_an_unchanged_nad_is_not_rewritten() -> None:
 
 def test_drift_is_repaired_keeping_foreign_metadata() -> None:
     net = network("n", "apps", uid="new")
-    existing = render_nad(network("n", "apps", uid="old"), "openshift.io")
+    existing = desired_nad(network("n", "apps", uid="old"), "openshift.io")
     md = existing["metadata"]
     md["resourceVersion"] = "7"
     md["annotations"]["team"] = "x"
@@ -64,11 +64,11 @@ def test_drift_is_repaired_keeping_foreign_metadata() -> None:
 
 def test_a_stale_owner_reference_alone_is_repaired_and_dropped_when_redirected() -> None:
     net = network("n", OPS, networkNamespace=OPS)
-    existing = render_nad(net, "openshift.io")
+    existing = desired_nad(net, "openshift.io")
     existing["metadata"]["ownerReferences"] = [{"kind": "SriovNetwork", "name": "n", "uid": "gone"}]
     assert decide(net, existing).write == "update"
     redirected = network("n", OPS, networkNamespace="ai")
-    stale = copy.deepcopy(render_nad(redirected, "openshift.io"))
+    stale = copy.deepcopy(desired_nad(redirected, "openshift.io"))
     stale["metadata"]["ownerReferences"] = [{"kind": "SriovNetwork", "name": "n", "uid": "x"}]
     d = decide(redirected, stale)
     assert d.write == "update" and "ownerReferences" not in d.body["metadata"]
@@ -76,7 +76,7 @@ def test_a_stale_owner_reference_alone_is_repaired_and_dropped_when_redirected()
 
 def test_a_foreign_or_unmarked_nad_is_never_taken_over() -> None:
     net = network("n", "apps")
-    foreign = render_nad(network("n", "other"), "openshift.io")
+    foreign = desired_nad(network("n", "other"), "openshift.io")
     foreign["metadata"]["namespace"] = "apps"
     d = decide(net, foreign)
     assert (d.write, d.reason) == ("none", NAD_INVALID) and "owned by SriovNetwork" in d.message
@@ -87,17 +87,17 @@ def test_a_foreign_or_unmarked_nad_is_never_taken_over() -> None:
 
 def test_a_deleting_nad_waits() -> None:
     net = network("n", "apps")
-    existing = render_nad(net, "openshift.io")
+    existing = desired_nad(net, "openshift.io")
     existing["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     assert decide(net, existing).status == "False"
 
 
 def test_obsolete_nads_are_ours_without_a_current_network() -> None:
     moved = network("m", OPS, networkNamespace="new")
-    kept = render_nad(network("k", "apps"), "")
-    old = render_nad(network("m", OPS, networkNamespace="old"), "")
-    gone = render_nad(network("g", "apps"), "")
-    deleting = render_nad(network("d", "apps"), "")
+    kept = desired_nad(network("k", "apps"), "")
+    old = desired_nad(network("m", OPS, networkNamespace="old"), "")
+    gone = desired_nad(network("g", "apps"), "")
+    deleting = desired_nad(network("d", "apps"), "")
     deleting["metadata"]["deletionTimestamp"] = "now"
     foreign = {"metadata": {"name": "f", "namespace": "apps", "annotations": {"x": "y"}}}
     shadow = {"metadata": {"name": "s", "namespace": "apps"}}

@@ -9,7 +9,8 @@ import pytest
 
 from sriov_operator.core.attributes import NetworkRef
 from sriov_operator.core.keys import REF_NAME_KEY, REF_NAMESPACE_KEY
-from sriov_operator.core.plan import Plan, Snapshot, Write, build_plan, condition_of, is_ours, owner_reference
+from sriov_operator.core.ownership import is_ours, owner_reference
+from sriov_operator.core.plan import Plan, Snapshot, Write, build_plan, condition_of
 from sriov_operator.core.resolve import SourceNad
 from sriov_operator.reasons import (
     CONFLICTING_DRA_MAPPING,

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from sriov_operator.core.attributes import NetworkRef
-from sriov_operator.core.render import render_nad
 from sriov_operator.core.resolve import SourceNad, resolve
+from sriov_operator.core.sourcenad import desired_nad
 from sriov_operator.reasons import (
     SOURCE_ACCESS_DENIED,
     SOURCE_NAD_NOT_READY,
@@ -42,7 +42,7 @@ class Reader:
 
 def healthy(**spec: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     net = network(networkNamespace="ai-workloads", ipam=IPAM_A, **spec)
-    return net, render_nad(net, "openshift.io")
+    return net, desired_nad(net, "openshift.io")
 
 
 def outcome(net: Any, nad: Any, deny: bool = False) -> str:
@@ -62,7 +62,7 @@ def test_a_ready_network_resolves_to_its_rendered_target_not_its_own_namespace()
 
 def test_a_same_namespace_network_resolves_there() -> None:
     net = network()
-    assert resolve(REF, Reader(net, render_nad(net, "")), operator_namespace=OPS) == SourceNad(
+    assert resolve(REF, Reader(net, desired_nad(net, "")), operator_namespace=OPS) == SourceNad(
         OPS, "rail-a-net"
     )
 
@@ -115,7 +115,7 @@ def test_access_denied_propagates() -> None:
 
 def test_a_nad_owned_by_a_replaced_network_uid_is_not_ready() -> None:
     net = network()
-    nad = render_nad(network(uid="old-uid"), "")
+    nad = desired_nad(network(uid="old-uid"), "")
     assert outcome(net, nad) == SOURCE_NAD_NOT_READY
 
 

@@ -1,4 +1,4 @@
-"""The NAD renderer reproduces upstream's rules (name/namespace, annotations, config key order)."""
+"""A SriovNetwork's source NAD follows upstream's rules (name/namespace, annotations, config key order)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from sriov_operator.core.render import (
+from sriov_operator.core.sourcenad import (
     config_matches,
+    desired_config,
+    desired_nad,
     namespace_problem,
     owner_marker,
-    render_config,
-    render_nad,
     resource_name_annotation,
     target_of,
 )
@@ -21,7 +21,7 @@ from tests.unit.sriov_operator.core.conftest import IPAM_A, OPS, network
 
 def test_the_spec_14_3_network_renders_to_ai_workloads_with_whitespace_stripped_ipam() -> None:
     net = network(networkNamespace="ai-workloads", ipam=IPAM_A)
-    nad = render_nad(net, "openshift.io")
+    nad = desired_nad(net, "openshift.io")
     assert nad["metadata"]["namespace"] == "ai-workloads" and nad["metadata"]["name"] == "rail-a-net"
     assert nad["metadata"]["annotations"] == {
         "k8s.v1.cni.cncf.io/resourceName": "openshift.io/sriov_vfs",
@@ -51,7 +51,7 @@ def test_every_optional_field_in_upstream_order() -> None:
         logFile="/var/log/s.log",
         ipam='{"type": "host-local", "note": "a b"}',
     )
-    parsed = json.loads(render_config(net))
+    parsed = json.loads(desired_config(net))
     assert list(parsed) == [
         "cniVersion", "name", "type", "vlan", "spoofchk", "trust", "vlanQoS", "vlanProto",
         "min_tx_rate", "max_tx_rate", "capabilities", "link_state", "logLevel", "logFile", "ipam",
@@ -62,25 +62,25 @@ def test_every_optional_field_in_upstream_order() -> None:
 
 
 def test_unset_and_invalid_switches_are_omitted_and_empty_ipam_is_an_object() -> None:
-    parsed = json.loads(render_config(network("n", spoofChk="maybe", minTxRate=-1, logLevel="")))
+    parsed = json.loads(desired_config(network("n", spoofChk="maybe", minTxRate=-1, logLevel="")))
     assert "spoofchk" not in parsed and "min_tx_rate" not in parsed and "logLevel" not in parsed
     assert parsed["ipam"] == {} and parsed["vlan"] == 0 and parsed["vlanQoS"] == 0
 
 
 def test_meta_plugins_make_a_conflist_with_sriov_first() -> None:
-    parsed = json.loads(render_config(network("n", metaPlugins='{"type": "tuning", "mtu": 9000}')))
+    parsed = json.loads(desired_config(network("n", metaPlugins='{"type": "tuning", "mtu": 9000}')))
     assert list(parsed) == ["cniVersion", "name", "plugins"]
     assert [p["type"] for p in parsed["plugins"]] == ["sriov", "tuning"]
 
 
 def test_text_that_is_not_json_is_refused_naming_the_fields() -> None:
     with pytest.raises(OperatorError) as caught:
-        render_config(network("n", ipam="{not json"))
+        desired_config(network("n", ipam="{not json"))
     assert caught.value.reason == NAD_INVALID and "spec.ipam" in caught.value.message
 
 
 def test_same_namespace_nads_get_an_owner_reference_to_the_network() -> None:
-    nad = render_nad(network("n", "apps", uid="u1"), "")
+    nad = desired_nad(network("n", "apps", uid="u1"), "")
     assert nad["metadata"]["ownerReferences"] == [
         {"apiVersion": "sriovnetwork.openshift.io/v1", "kind": "SriovNetwork", "name": "n", "uid": "u1"}
     ]
@@ -99,7 +99,7 @@ def test_target_marker_and_namespace_rule() -> None:
 
 
 def test_config_comparison_ignores_formatting_only() -> None:
-    expected = render_config(network("n"))
+    expected = desired_config(network("n"))
     assert config_matches({"spec": {"config": json.dumps(json.loads(expected))}}, expected)
     assert not config_matches({"spec": {"config": expected.replace('"vlan": 0', '"vlan": 1')}}, expected)
     assert not config_matches({"spec": {"config": "{broken"}}, expected)

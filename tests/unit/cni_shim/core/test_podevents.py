@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cni_shim.core import events
+from cni_shim.core import podevents
 
 POD = {"metadata": {"namespace": "ns1", "name": "pod1", "uid": "uid-1", "resourceVersion": "7"}}
 
@@ -16,10 +16,10 @@ def test_added_interface_message_is_multus_text_with_every_address():
         "ips": [{"address": "10.1.1.2/24"}, {"address": "fd00::2/64"}],
     }
     assert (
-        events.added_interface_message("net1", result, "ns/net")
+        podevents.added_interface_message("net1", result, "ns/net")
         == "Add net1 [10.1.1.2/24 fd00::2/64] from ns/net"
     )
-    assert events.added_interface_message("net1", result, "") == "Add net1 [10.1.1.2/24 fd00::2/64]"
+    assert podevents.added_interface_message("net1", result, "") == "Add net1 [10.1.1.2/24 fd00::2/64]"
 
 
 @pytest.mark.parametrize(
@@ -44,21 +44,21 @@ def test_added_interface_message_is_multus_text_with_every_address():
     ],
 )
 def test_added_interface_only_for_results_with_interfaces_or_ips(result, message):
-    assert events.added_interface_message("eth0", result, "n") == message
+    assert podevents.added_interface_message("eth0", result, "n") == message
 
 
 def test_no_network_found_message_names_the_live_or_the_cached_not_found():
-    assert events.no_network_found_message("ns1", "net-x", cached=False) == (
+    assert podevents.no_network_found_message("ns1", "net-x", cached=False) == (
         "cannot find a network-attachment-definition (net-x) in namespace (ns1): "
         'network-attachment-definitions.k8s.cni.cncf.io "net-x" not found'
     )
-    assert events.no_network_found_message("ns1", "net-x", cached=True).endswith(
+    assert podevents.no_network_found_message("ns1", "net-x", cached=True).endswith(
         ': networkattachmentdefinition.k8s.cni.cncf.io "net-x" not found'
     )
 
 
 def test_pod_reference_is_what_get_reference_gives():
-    assert events.pod_reference(POD) == {
+    assert podevents.pod_reference(POD) == {
         "kind": "Pod",
         "apiVersion": "v1",
         "namespace": "ns1",
@@ -66,12 +66,14 @@ def test_pod_reference_is_what_get_reference_gives():
         "uid": "uid-1",
         "resourceVersion": "7",
     }
-    assert events.pod_reference({}) == {"kind": "Pod", "apiVersion": "v1"}
+    assert podevents.pod_reference({}) == {"kind": "Pod", "apiVersion": "v1"}
 
 
 def test_event_is_the_recorders_object():
-    ref = events.pod_reference(POD)
-    obj = events.event(ref, events.NORMAL, events.ADDED_INTERFACE, "Add eth0 [] from n", 1700000000.5)
+    ref = podevents.pod_reference(POD)
+    obj = podevents.event(
+        ref, podevents.NORMAL, podevents.ADDED_INTERFACE, "Add eth0 [] from n", 1700000000.5
+    )
     assert obj == {
         "apiVersion": "v1",
         "kind": "Event",
@@ -87,24 +89,30 @@ def test_event_is_the_recorders_object():
         "reportingComponent": "multus",
         "reportingInstance": "",
     }
-    assert events.summary(obj) == "Normal AddedInterface Add eth0 [] from n"
+    assert podevents.summary(obj) == "Normal AddedInterface Add eth0 [] from n"
     # An object without a namespace goes to "default", as the recorder does.
-    assert events.event({"name": "x"}, events.WARNING, "R", "m", 0.0)["metadata"]["namespace"] == "default"
+    assert (
+        podevents.event({"name": "x"}, podevents.WARNING, "R", "m", 0.0)["metadata"]["namespace"] == "default"
+    )
 
 
 def test_combine_folds_one_adds_events_per_type_reason_and_pod_keeping_each_text():
-    ref = events.pod_reference(POD)
-    other = events.pod_reference({"metadata": {"namespace": "ns1", "name": "pod2"}})
-    a = events.event(ref, events.NORMAL, events.ADDED_INTERFACE, "Add eth0 [10.0.0.2/24] from podnet", 1.0)
-    b = events.event(ref, events.NORMAL, events.ADDED_INTERFACE, "Add net1 [10.1.0.2/24] from ns1/a", 2.0)
-    warn = events.event(ref, events.WARNING, events.NO_NETWORK_FOUND, "cannot find", 3.0)
-    elsewhere = events.event(other, events.NORMAL, events.ADDED_INTERFACE, "Add eth0 []", 4.0)
-    combined = events.combine([a, warn, b, elsewhere])
-    assert [events.summary(e) for e in combined] == [
+    ref = podevents.pod_reference(POD)
+    other = podevents.pod_reference({"metadata": {"namespace": "ns1", "name": "pod2"}})
+    a = podevents.event(
+        ref, podevents.NORMAL, podevents.ADDED_INTERFACE, "Add eth0 [10.0.0.2/24] from podnet", 1.0
+    )
+    b = podevents.event(
+        ref, podevents.NORMAL, podevents.ADDED_INTERFACE, "Add net1 [10.1.0.2/24] from ns1/a", 2.0
+    )
+    warn = podevents.event(ref, podevents.WARNING, podevents.NO_NETWORK_FOUND, "cannot find", 3.0)
+    elsewhere = podevents.event(other, podevents.NORMAL, podevents.ADDED_INTERFACE, "Add eth0 []", 4.0)
+    combined = podevents.combine([a, warn, b, elsewhere])
+    assert [podevents.summary(e) for e in combined] == [
         "Normal AddedInterface Add eth0 [10.0.0.2/24] from podnet; Add net1 [10.1.0.2/24] from ns1/a",
         "Warning NoNetworkFound cannot find",
         "Normal AddedInterface Add eth0 []",
     ]
     assert combined[0]["metadata"] == a["metadata"]  # the first one's name and timestamps
     assert a["message"] == "Add eth0 [10.0.0.2/24] from podnet"  # the inputs are left as they were
-    assert events.combine([]) == []
+    assert podevents.combine([]) == []

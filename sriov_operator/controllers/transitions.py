@@ -1,4 +1,5 @@
-"""core/v1 Events for condition transitions: one per transition, naming the object and the fix."""
+"""Condition transitions, reported: a status condition written only when it changed, and one core/v1
+Event per transition, naming the object and the fix."""
 
 from __future__ import annotations
 
@@ -6,10 +7,11 @@ import datetime as dt
 import logging
 import secrets
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from sriov_operator.core.conditions import next_condition
 from sriov_operator.core.keys import API_VERSION
+from sriov_operator.ports import StatusSink
 from sriov_operator.reasons import OperatorError
 
 log = logging.getLogger(__name__)
@@ -51,13 +53,6 @@ def emit(
         sink(str(md.get("namespace")), body)
     except OperatorError as exc:
         log.warning("event for %s/%s not recorded: %s", md.get("namespace"), md.get("name"), exc)
-
-
-class StatusSink(Protocol):
-    def apply_condition(
-        self, plural: str, namespace: str, name: str, condition: Mapping[str, Any]
-    ) -> None: ...
-    def create_event(self, namespace: str, body: Mapping[str, Any]) -> None: ...
 
 
 def report(

@@ -14,7 +14,7 @@ import _thread
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from cni_shim.errors import KubeApiError
+from cni_shim.errors import ApiError
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 
@@ -63,7 +63,7 @@ class ThinEvents:
             return
         done, failures = batch
         if not done.acquire(timeout=max(self._deadline - self._clock(), 0.0)):
-            raise KubeApiError(f"Event(s) still unwritten after the {self._budget:g}s budget", 0)
+            raise ApiError(f"Event(s) still unwritten after the {self._budget:g}s budget", 0)
         if failures:
             raise failures[0]
 
@@ -80,7 +80,7 @@ class ThinEvents:
                 for index, event in enumerate(events):
                     left = self._deadline - self._clock()
                     if left <= 0:
-                        raise KubeApiError(
+                        raise ApiError(
                             f"{len(events) - index} Event(s) left unwritten after the {self._budget:g}s budget",
                             0,
                         )

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sriov_dra.core.errors import DriverCoreError
-from sriov_dra.core.render import render_shadow_config
+from sriov_dra.core.shadowconfig import render_shadow_config
 
 PCI = "0000:03:00.1"
 

@@ -1,5 +1,5 @@
-"""Render a source NAD's CNI configuration into the frozen bytes of one VF's shadow (spec 7: inject
-the PCI address, lose nothing else).
+"""A shadow's frozen CNI configuration: a source NAD's config rendered for one VF (spec 7: inject
+the PCI address, lose nothing else). `sriov-dra render` (sriov_dra.cli.render) runs the same code.
 
 The output must be what the administrator wrote plus exactly one change, the allocated PCI
 address in the one sriov plugin. Everything else (number text, unknown fields, the IPAM

@@ -1,4 +1,9 @@
-"""Real adapters wired together: processes, files under cniDir, the live API server, wall clock."""
+"""A thin invocation's adapters: processes, files under cniDir, the live API server, wall clock.
+
+The composition root of the `cni-shim` executable (the daemon's, cni_shim.app.thick, starts
+from these and swaps in its own executor and API views). Only what one invocation needs is
+imported: this module is on every thin ADD and DEL.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +13,9 @@ from collections.abc import Callable, Mapping
 
 from cni_shim.core.netconf import NetConf
 from cni_shim.handler import Services
-from cni_shim.kube.events import ThinEvents
+from cni_shim.kube.eventwriter import ThinEvents
 from cni_shim.node.cache import FileCacheStore
+from cni_shim.node.conffiles import NodeConfFiles
 from cni_shim.node.execution import ProcessExecutor
 from cni_shim.node.logs import Logger
 from cni_shim.node.routes import IpRoutes
@@ -66,6 +72,7 @@ def services(env: Mapping[str, str]) -> Services:
         clock=SystemClock(),
         delegate_env=dict(env),
         routes=IpRoutes(),
+        conf_files=NodeConfFiles(),
         # The invocation's one API client, once the ADD has made it (none: no Events).
         events=ThinEvents(lambda: next((c for c in clients.values() if c is not None), None)),
         versions_for=lambda cni_dir: FileVersionCache(executor, os.path.join(cni_dir, VERSIONS_DIR)),

@@ -1,4 +1,5 @@
-"""Prepare/unprepare orchestration over a sysfs tree, CDI dir and file checkpoint (no API server)."""
+"""Plain-mode prepare/unprepare (PlainPreparer over HostDevices) on a sysfs tree, CDI dir and file
+checkpoint (no API server)."""
 
 import json
 from pathlib import Path
@@ -7,7 +8,8 @@ from typing import Any
 from sriov_contract.errors import ReasonedError
 from sriov_dra.kubeletplugin.api import ClaimRef
 from sriov_dra.model import DRIVER_NAME
-from sriov_dra.prepare.host import HostPreparer
+from sriov_dra.prepare.host import HostDevices
+from sriov_dra.prepare.plain import PlainPreparer
 from sriov_dra.state.cdi import CdiDir
 from sriov_dra.state.checkpoint import FileStorage, PreparedClaims
 from sriov_dra.sysfs.discovery import discover
@@ -58,16 +60,16 @@ class Env:
         self.vf_driver = vf_driver or SysfsVfDriver(self.sysfs)
         self.preparer = self.new_preparer()
 
-    def new_preparer(self, storage=None) -> HostPreparer:
+    def new_preparer(self, storage=None) -> PlainPreparer:
         self.checkpoint = PreparedClaims(storage or FileStorage(self.ckpt_path))
-        return HostPreparer(
+        devices = HostDevices(
             node_name=NODE,
-            claims=self.claims,
             inventory=self.inventory.get,
             checkpoint=self.checkpoint,
             cdi_specs=self.cdi,
             vf_driver=self.vf_driver,
         )
+        return PlainPreparer(claims=self.claims, devices=devices, checkpoint=self.checkpoint)
 
     def spec(self, uid: str) -> Any:
         return json.loads(self.cdi.path(uid).read_text())

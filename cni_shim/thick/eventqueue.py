@@ -20,7 +20,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from cni_shim.errors import KubeApiError
+from cni_shim.errors import ApiError
 from cni_shim.kube.paths import events_path
 
 QUEUE_SIZE = 1024
@@ -138,7 +138,7 @@ class EventQueue:
             namespace = str(event["metadata"]["namespace"])
             try:
                 self._api.post(events_path(namespace), event, f"Event in {namespace}")
-            except KubeApiError as exc:
+            except ApiError as exc:
                 self._counts.pod_event("failed")
                 self._log("warning", f"could not record a {event.get('reason')} Event: {exc.message}")
             else:

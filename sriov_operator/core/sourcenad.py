@@ -1,10 +1,10 @@
-"""SriovNetwork to source NAD, by upstream's rendering rules (sriov-network-operator's
+"""The source NAD a SriovNetwork stands for, by upstream's rules (sriov-network-operator's
 RenderNetAttDef and its CNI template), so NADs this operator writes are the ones upstream would.
 
-One module for both controllers: the network controller writes what `render_nad` returns and the
-node-policy controller checks the live NAD against the same function (spec 12.2.3: the two must
+One module for both controllers: the network controller writes what `desired_nad` returns and the
+node-policy controller checks the live NAD against `desired_config` (spec 12.2.3: the two must
 not drift). Reproduced on purpose, including upstream's whitespace stripping of the IPAM text
-(it removes spaces inside JSON strings too; upstream-rendered NADs must compare equal).
+(it removes spaces inside JSON strings too; NADs upstream wrote must compare equal).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def _sriov_members(spec: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def render_config(network: Mapping[str, Any]) -> str:
+def desired_config(network: Mapping[str, Any]) -> str:
     """spec.config of the NAD: upstream's key order, re-indented with 4 spaces as upstream does.
 
     Raises NetworkAttachmentDefinitionInvalid when the raw ipam/capabilities/metaPlugins text does
@@ -112,7 +112,7 @@ def resource_name_annotation(network: Mapping[str, Any], prefix: str) -> str:
     return f"{prefix}/{name}" if prefix else name
 
 
-def render_nad(network: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+def desired_nad(network: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     """The complete desired source NAD (metadata the network controller owns, and spec)."""
     namespace, name = target_of(network)
     md = _meta(network)
@@ -134,7 +134,7 @@ def render_nad(network: Mapping[str, Any], prefix: str) -> dict[str, Any]:
         "apiVersion": f"{NAD_GROUP}/v1",
         "kind": "NetworkAttachmentDefinition",
         "metadata": meta,
-        "spec": {"config": render_config(network)},
+        "spec": {"config": desired_config(network)},
     }
 
 

@@ -1,0 +1,59 @@
+"""DEL: tear down what the saved plan says was set up, last delegate first; without a plan,
+Multus's fallback rebuilds the delegates from the live Pod."""
+
+from __future__ import annotations
+
+from cni_shim.errors import ApiError, CniError
+from cni_shim.handler.context import Context, kube
+from cni_shim.handler.replay import combined, delete_plan, load_plan, settle
+
+
+def delete(ctx: Context) -> None:
+    cid = ctx.req.container_id
+    try:
+        cached = load_plan(ctx, cid)
+    except CniError as exc:
+        # Multus returns success here so the sandbox can go; keep the file for an operator to inspect.
+        ctx.log.error(f"{ctx.prefix()}{exc.message}; cannot properly delete, leaving it in place")
+        return
+    if cached is None:
+        _delete_without_cache(ctx)
+        return
+    failures = delete_plan(ctx, cached)
+    # Only the delegates that failed need the retry; the others are already gone.
+    keep = (
+        ctx.conf.retry_delete_on_error
+        and bool(failures)
+        and not any("no such file or directory" in exc.message for _, exc in failures)
+    )
+    settle(ctx, cid, cached, failures, keep)
+    if failures:
+        raise combined([exc for _, exc in failures])
+
+
+def _delete_without_cache(ctx: Context) -> None:
+    """Multus's fallback: rebuild from the live Pod if it exists, otherwise succeed with a warning."""
+    api = kube(ctx)
+    pod = None
+    if api is not None and ctx.pod_args.known:
+        try:
+            pod = api.get_pod(ctx.pod_args.namespace, ctx.pod_args.name)
+        except ApiError as exc:
+            ctx.log.warning(f"{ctx.prefix()}{exc.message}")
+    if pod is not None and ctx.pod_args.uid and (pod.get("metadata") or {}).get("uid") != ctx.pod_args.uid:
+        pod = None
+    if api is None or pod is None:
+        ctx.log.warning(
+            f"{ctx.prefix()}failed to get the cached delegates file {ctx.conf.cni_dir}/{ctx.req.container_id}, "
+            "cannot properly delete"
+        )
+        return
+    # Building delegates is off the cached DEL path: only this fallback loads it.
+    from cni_shim.handler.candidates import base_candidates, pod_candidates  # noqa: PLC0415
+    from cni_shim.handler.plan import plan  # noqa: PLC0415
+
+    ctx.log.warning(f"{ctx.prefix()}no delegate cache; rebuilding delegates from the current Pod and NADs")
+    candidates = pod_candidates(ctx, api, pod, base_candidates(ctx, api, pod), guarded=False)
+    failures = delete_plan(ctx, plan(ctx, candidates, probe=False))
+    if failures:
+        raise combined([exc for _, exc in failures])

@@ -1,0 +1,89 @@
+"""The saved plan, read back and torn down: what DEL, GC and a failed ADD's rollback share.
+
+No Pod or NAD is read here, so teardown works after every API object is gone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from cni_shim.core import cniargs, delegateplan
+from cni_shim.core.network import Network
+from cni_shim.errors import INTERNAL, CniError
+from cni_shim.handler.context import Context, request_plan, runtime_conf
+from cni_shim.runner import Runner
+
+
+def load_plan(ctx: Context, container_id: str) -> delegateplan.Plan | None:
+    """The plan saved at ADD (or a Multus delegate cache, adopted); None when there is none."""
+    data = ctx.store.load_plan(container_id)
+    if data is None:
+        return None
+    where = f"{ctx.conf.cni_dir}/{container_id}"
+    if data.lstrip()[:1] != b"[":
+        return delegateplan.from_bytes(data, where)
+    if not ctx.req.ifname:
+        # A Multus cache has no interface names; only a DEL/CHECK (which has CNI_IFNAME) can use it.
+        ctx.log.warning(f"{where} is a Multus delegate cache; leaving it to the container's DEL")
+        return None
+    return delegateplan.from_multus(
+        data,
+        where,
+        identity=request_plan(ctx),
+        cni_args=cniargs.for_delegate(ctx.pod_args, ctx.req.args),
+        cni_version=ctx.conf.cni_version,
+        runtime_config=ctx.conf.runtime_config,
+    )
+
+
+def delete_plan(ctx: Context, p: delegateplan.Plan) -> list[tuple[delegateplan.PlannedDelegate, CniError]]:
+    """DEL every delegate, last first, carrying on past failures (Multus delPlugins)."""
+    runner = Runner(ctx.svc.executor, ctx.store)
+    failures = []
+    for d in reversed(p.delegates):
+        net = d.network()
+        try:
+            runner.delete(net, d.cni_version, runtime_conf(ctx, p, d, adding=False))
+        except CniError as exc:
+            failures.append((d, exc.wrap(verb_context("Del", net))))
+    return failures
+
+
+def remaining(
+    p: delegateplan.Plan, failures: Sequence[tuple[delegateplan.PlannedDelegate, CniError]]
+) -> delegateplan.Plan:
+    """The plan cut down to the delegates that failed (what a retry must still tear down)."""
+    failed = {id(d) for d, _ in failures}
+    return p._replace(delegates=tuple(d for d in p.delegates if id(d) in failed))
+
+
+def settle(
+    ctx: Context,
+    container_id: str,
+    p: delegateplan.Plan,
+    failures: Sequence[tuple[delegateplan.PlannedDelegate, CniError]],
+    keep: bool,
+) -> None:
+    """After a teardown: save only the failed delegates for a retry (`keep`), or forget the plan."""
+    if keep:
+        ctx.store.save_plan(container_id, remaining(p, failures).to_bytes())
+    else:
+        ctx.store.remove_plan(container_id)
+
+
+def verb_context(verb: str, net: Network) -> str:
+    """Multus's DelegateDel/DelegateCheck wrapping of a delegate's error."""
+    if net.conflist:
+        return (
+            f'Delegate{verb}: error invoking Conflist{verb} - "{net.name}": conflist{verb}: '
+            f"error in getting result from {verb}NetworkList: "
+        )
+    return f'Delegate{verb}: error invoking Delegate{verb} - "{net.first_type}": error in getting result from {verb}Network: '
+
+
+def combined(failures: Sequence[CniError], prefix: str = "errors: ", sep: str = " / ") -> CniError:
+    """Multus's delPlugins answer, untyped (999): one failure as it is (what the real Multus
+    v4.2.3 prints), several joined behind `errors: `."""
+    if len(failures) == 1 and prefix == "errors: ":
+        return CniError(failures[0].reason, failures[0].message, INTERNAL)
+    return CniError(failures[0].reason, prefix + sep.join(f.message for f in failures), INTERNAL)
