@@ -51,7 +51,7 @@ def multus_daemon_process(
 ) -> Iterator[int]:
     """multus-daemon on ``config`` until its socket is up (yields its process ID); ended on exit.
 
-    Its own session, as cni-shim-daemon gets (tests.support.cni_daemon): with the kernel's
+    Its own session, as cni-shim-daemon gets (testbed.cni_daemon): with the kernel's
     autogroup scheduling a session is a CPU-share unit, and sharing the caller's session would
     hand one daemon's delegates a different share of a busy machine than the other's.
     """

@@ -31,9 +31,9 @@ from bench import thick_compare
 from bench.common import network_namespace, rss_kib, standalone
 from cni_shim.thick import forward
 from testbed.bed import TestBed
+from testbed.cni_daemon import DAEMON_RULES, DaemonProc
+from testbed.nodecni import make_cni_bin_dir
 from testbed.tools import ToolSet
-from tests.support.cni import make_cni_bin_dir
-from tests.support.cni_daemon import DAEMON_RULES, DaemonProc
 
 CLIENTS = 2
 WARMUP = 200

@@ -45,10 +45,10 @@ from sriov_dra.sysfs import vfdriver
 from testbed.apiobjects import items_of
 from testbed.bed import TestBed
 from testbed.claims import allocated_claim, claim_ref, custom_objects
+from testbed.fake_kubelet import FakeKubelet, wait_for_socket
 from testbed.fakenode import FakeNode, load_topology_file
 from testbed.tools import ToolSet
 from testbed.waiting import wait_for
-from tests.support.kubelet import FakeKubelet, wait_for_socket
 
 REPO = Path(__file__).resolve().parents[1]
 TOPOLOGY = REPO / "fixtures" / "topologies" / "bench-40vf.yaml"

@@ -38,8 +38,8 @@ from cni_shim.ports import KubeApi
 from cni_shim.thick.dispatch import Dispatcher
 from cni_shim.thick.metrics import Metrics
 from testbed.bed import TestBed
+from testbed.nodecni import make_cni_bin_dir
 from testbed.tools import ToolSet
-from tests.support.cni import make_cni_bin_dir
 
 OURS = ("cni_shim", "sriov_contract", "sriov_lib")
 

@@ -30,8 +30,8 @@ from bench import thick_compare
 from bench.common import network_namespace, standalone
 from bench.profile_cni import OURS, hottest
 from testbed.bed import TestBed
+from testbed.nodecni import make_cni_bin_dir
 from testbed.tools import ToolSet
-from tests.support.cni import make_cni_bin_dir
 
 REPO = Path(__file__).resolve().parent.parent
 # The launcher's program with cProfile around the invocation; os._exit is kept out so the profile

@@ -40,9 +40,9 @@ from cni_shim.node.cache import FileCacheStore
 from cni_shim.thick import dispatch, forward, server
 from cni_shim.thick.metrics import Metrics
 from testbed.bed import TestBed
+from testbed.cni_daemon import shim_conf
+from testbed.nodecni import make_cni_bin_dir
 from testbed.tools import ToolSet
-from tests.support.cni import make_cni_bin_dir
-from tests.support.cni_daemon import shim_conf
 
 # Leaf phases on the request's own thread; "core (the rest)" is the request minus these.
 LEAVES = ("decode", "pod GET", "NAD wait", "status PUT", "cache I/O", "delegate exec", "log", "metrics")

@@ -43,9 +43,9 @@ from cni_shim.kube import kubeconfig
 from cni_shim.kube.thin_client import KubeClient
 from testbed import pki
 from testbed.bed import TestBed
+from testbed.cni_daemon import DAEMON_RULES, DaemonProc, shim_conf
+from testbed.nodecni import make_cni_bin_dir
 from testbed.tools import ToolSet
-from tests.support.cni import make_cni_bin_dir
-from tests.support.cni_daemon import DAEMON_RULES, DaemonProc, shim_conf
 
 REPO = Path(__file__).resolve().parents[1]
 MULTUS_RULES = [
@@ -444,6 +444,103 @@ def _daemon_side(daemon: DaemonProc) -> dict[str, dict[str, Any]]:
     }
 
 
+@dataclass
+class _Setups:
+    """Makes the setups of one measurement: what they share, and the daemons they started."""
+
+    bed: TestBed
+    work: Path
+    stack: ExitStack
+    bin_dir: Path
+    multus_dir: Path
+    common: dict[str, Any]
+    tag: str
+    daemons: dict[str, DaemonProc] = field(default_factory=dict)
+
+    def ours(self, label: str, live: bool, events: bool = True) -> Setup:
+        user = f"bench-{'live' if live else 'cached'}{'' if events else '-quiet'}-{self.tag}"
+        daemon = _our_daemon(self.stack, self.bed, self.work, self.common, live, user, events)
+        self.daemons[label] = daemon
+        assert daemon.proc is not None
+        return Setup(label, self.bin_dir / "cni-shim", shim_conf(daemon), user, daemon.proc.pid)
+
+    def thin(self, label: str, plugin: str, rules: list[dict[str, Any]], **extra: Any) -> Setup:
+        quiet = "-quiet" if extra else ""
+        user = f"bench-{plugin}-thin{quiet}-{self.tag}"
+        conf = {
+            "cniVersion": "1.0.0",
+            "name": "multus-cni-network",
+            "type": plugin,
+            **self.common,
+            "cniDir": str(self.work / f"{plugin}-thin{quiet}-cache"),
+            "kubeconfig": str(_identity(self.bed, user, rules)),
+            **extra,
+        }
+        return Setup(label, self.bin_dir / plugin, conf, user)
+
+    def multus_thick(self, label: str) -> Setup:
+        sock, pid = self.stack.enter_context(
+            multus_daemon(
+                self.bed, self.multus_dir, self.work, {**self.common, "cniDir": str(self.work / "mc")}
+            )
+        )
+        conf = {
+            "cniVersion": "1.0.0",
+            "name": "multus-cni-network",
+            "type": "multus-shim",
+            "daemonSocketDir": str(sock),
+        }
+        return Setup(label, self.bin_dir / "multus-shim", conf, f"system:multus:{self.bed.node_name}", pid)
+
+    def factories(self, cnitool: Path, primary: dict[str, Any]) -> dict[str, Callable[[], Setup]]:
+        """Every setup by label, in the order they are made and take turns."""
+        return {
+            OURS_LIVE: lambda: self.ours(OURS_LIVE, True),
+            OURS_CACHED: lambda: self.ours(OURS_CACHED, False),
+            OURS_THIN: lambda: self.thin(OURS_THIN, "cni-shim", DAEMON_RULES),
+            OURS_LIVE_QUIET: lambda: self.ours(OURS_LIVE_QUIET, True, events=False),
+            OURS_THIN_QUIET: lambda: self.thin(OURS_THIN_QUIET, "cni-shim", DAEMON_RULES, podEvents=False),
+            MULTUS_THICK: lambda: self.multus_thick(MULTUS_THICK),
+            MULTUS_THIN: lambda: self.thin(MULTUS_THIN, "multus", MULTUS_RULES),
+            FLOOR: lambda: cnitool_floor(
+                cnitool,
+                self.work / "floor-net.d",
+                [primary, *(ptp(name, f"10.91.{i}.0/24", self.work / "ipam") for i, name in enumerate(NADS))],
+            ),
+        }
+
+
+def _warm_up(setups: list[Setup], netns: str, args: str, bin_dir: Path, warmup: int) -> None:
+    for setup in setups:
+        for _ in range(warmup):
+            setup.run("ADD", netns, args, bin_dir)
+            setup.run("DEL", netns, args, bin_dir)
+        setup.windows.clear()
+
+
+def _cycles(setups: list[Setup], netns: str, args: str, bin_dir: Path, cycles: int) -> None:
+    """ADD+DEL cycles, the setups taking turns within each cycle so machine drift hits them alike."""
+    for _ in range(cycles):
+        for setup in setups:
+            cpu = setup.cpu_ms()
+            start = time.perf_counter()
+            setup.run("ADD", netns, args, bin_dir)
+            setup.run("DEL", netns, args, bin_dir)
+            setup.samples.append((time.perf_counter() - start) * 1000)
+            setup.cpu.append(tuple(b - a for a, b in zip(cpu, setup.cpu_ms(), strict=True)))  # type: ignore[arg-type]
+
+
+def _latency(setups: list[Setup]) -> dict[str, dict[str, Any]]:
+    """Per setup: ADD+DEL latency, each verb alone, CPU; and the ratio to its peer where both ran."""
+    latency = {s.label: {**summary(s.samples), **s.per_verb(), **_cpu(s.cpu)} for s in setups}
+    for label, peer in PEER.items():
+        if label in latency and peer in latency:
+            latency[label]["peer"] = peer
+            latency[label]["ratio_median"] = latency[label]["median"] / latency[peer]["median"]
+            latency[label]["ratio_p95"] = latency[label]["p95"] / latency[peer]["p95"]
+    return latency
+
+
 def measure(
     bed: TestBed, tools: ToolSet, work: Path, cycles: int, warmup: int, only: Collection[str] = ()
 ) -> dict[str, Any]:
@@ -460,84 +557,21 @@ def measure(
     args = f"IgnoreUnknown=1;K8S_POD_NAMESPACE={ns};K8S_POD_NAME={pod};K8S_POD_INFRA_CONTAINER_ID={CID};K8S_POD_UID={uid}"
     primary = ptp("podnet", "10.90.0.0/24", work / "ipam")
     common = {"binDir": str(bin_dir), "delegates": [primary]}
-    tag = secrets.token_hex(2)
-    daemons: dict[str, DaemonProc] = {}
     with ExitStack() as stack:
         netns = stack.enter_context(network_namespace())
-
-        def ours(label: str, live: bool, events: bool = True) -> Setup:
-            user = f"bench-{'live' if live else 'cached'}{'' if events else '-quiet'}-{tag}"
-            daemons[label] = _our_daemon(stack, bed, work, common, live, user, events)
-            daemon = daemons[label]
-            assert daemon.proc is not None
-            return Setup(label, bin_dir / "cni-shim", shim_conf(daemon), user, daemon.proc.pid)
-
-        def thin(label: str, plugin: str, rules: list[dict[str, Any]], **extra: Any) -> Setup:
-            quiet = "-quiet" if extra else ""
-            user = f"bench-{plugin}-thin{quiet}-{tag}"
-            conf = {
-                "cniVersion": "1.0.0",
-                "name": "multus-cni-network",
-                "type": plugin,
-                **common,
-                "cniDir": str(work / f"{plugin}-thin{quiet}-cache"),
-                "kubeconfig": str(_identity(bed, user, rules)),
-                **extra,
-            }
-            return Setup(label, bin_dir / plugin, conf, user)
-
-        def multus_thick(label: str) -> Setup:
-            sock, pid = stack.enter_context(
-                multus_daemon(bed, multus_dir, work, {**common, "cniDir": str(work / "mc")})
-            )
-            conf = {
-                "cniVersion": "1.0.0",
-                "name": "multus-cni-network",
-                "type": "multus-shim",
-                "daemonSocketDir": str(sock),
-            }
-            return Setup(label, bin_dir / "multus-shim", conf, f"system:multus:{bed.node_name}", pid)
-
-        factories: dict[str, Callable[[], Setup]] = {
-            OURS_LIVE: lambda: ours(OURS_LIVE, True),
-            OURS_CACHED: lambda: ours(OURS_CACHED, False),
-            OURS_THIN: lambda: thin(OURS_THIN, "cni-shim", DAEMON_RULES),
-            OURS_LIVE_QUIET: lambda: ours(OURS_LIVE_QUIET, True, events=False),
-            OURS_THIN_QUIET: lambda: thin(OURS_THIN_QUIET, "cni-shim", DAEMON_RULES, podEvents=False),
-            MULTUS_THICK: lambda: multus_thick(MULTUS_THICK),
-            MULTUS_THIN: lambda: thin(MULTUS_THIN, "multus", MULTUS_RULES),
-            FLOOR: lambda: cnitool_floor(
-                cnitool,
-                work / "floor-net.d",
-                [primary, *(ptp(name, f"10.91.{i}.0/24", work / "ipam") for i, name in enumerate(NADS))],
-            ),
-        }
-        setups = [make() for label, make in factories.items() if not only or label in only]
-        for setup in setups:
-            for _ in range(warmup):
-                setup.run("ADD", netns, args, bin_dir)
-                setup.run("DEL", netns, args, bin_dir)
-            setup.windows.clear()
+        made = _Setups(bed, work, stack, bin_dir, multus_dir, common, secrets.token_hex(2))
+        setups = [
+            make() for label, make in made.factories(cnitool, primary).items() if not only or label in only
+        ]
+        _warm_up(setups, netns, args, bin_dir, warmup)
         mark = bed.audit.mark()
-        for _ in range(cycles):
-            for setup in setups:
-                cpu = setup.cpu_ms()
-                start = time.perf_counter()
-                setup.run("ADD", netns, args, bin_dir)
-                setup.run("DEL", netns, args, bin_dir)
-                setup.samples.append((time.perf_counter() - start) * 1000)
-                setup.cpu.append(tuple(b - a for a, b in zip(cpu, setup.cpu_ms(), strict=True)))  # type: ignore[arg-type]
+        _cycles(setups, netns, args, bin_dir, cycles)
         # The API server writes an audit event just after answering; let the last ones land.
         time.sleep(1.0)
-        daemon_side = {label: _daemon_side(daemon) for label, daemon in daemons.items()}
+        daemon_side = {label: _daemon_side(daemon) for label, daemon in made.daemons.items()}
         api_floor = api_floor_ms(bed, ns, pod)
     client.CoreV1Api(bed.api_client).delete_namespace(ns)
-    latency = {s.label: {**summary(s.samples), **s.per_verb(), **_cpu(s.cpu)} for s in setups}
-    for label, peer in PEER.items():
-        if label in latency and peer in latency:
-            latency[label]["peer"] = peer
-            latency[label]["ratio_median"] = latency[label]["median"] / latency[peer]["median"]
-            latency[label]["ratio_p95"] = latency[label]["p95"] / latency[peer]["p95"]
+    latency = _latency(setups)
     return {
         "cycles": cycles,
         "latency_ms": latency,

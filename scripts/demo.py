@@ -27,7 +27,12 @@ sys.path.insert(0, str(REPO_ROOT))
 import click  # noqa: E402 - after the sys.path entry for the repo
 
 from sriov_contract.errors import ReasonedError  # noqa: E402
-from testbed import controlplane, e2e, operator_rails, realnode  # noqa: E402
+from testbed import controlplane, operator_rails, realnode  # noqa: E402
+from testbed.checks import stack_down_check  # noqa: E402
+from testbed.kubelets import REAL, SIM  # noqa: E402
+from testbed.results import Result, render_checks, render_table  # noqa: E402
+from testbed.scenario import run_pairs  # noqa: E402
+from testbed.stack import Stack  # noqa: E402
 from testbed.tools import ToolSet  # noqa: E402
 
 
@@ -46,7 +51,7 @@ def say(line: str = "") -> None:
 )
 @click.option(
     "--kubelet",
-    type=click.Choice(["auto", e2e.REAL, e2e.SIM]),
+    type=click.Choice(["auto", REAL, SIM]),
     default="auto",
     show_default=True,
     help="auto: the real kubelet, or the simulated one (saying why) where the real one cannot run",
@@ -56,10 +61,10 @@ def main(output: str, cni_mode: str, kubelet: str) -> None:
     tools = ToolSet()
     if kubelet == "auto":
         reason = realnode.unavailable_reason(tools)
-        kubelet = e2e.SIM if reason else e2e.REAL
+        kubelet = SIM if reason else REAL
         if reason:
             say(f"demo: the real kubelet cannot run here ({reason}); using the simulated kubelet")
-    which = "the real kubelet v1.36.3" if kubelet == e2e.REAL else "the simulated kubelet"
+    which = "the real kubelet v1.36.3" if kubelet == REAL else "the simulated kubelet"
     say(f"== auto-sriov demo: two GPU/NIC pairs on one node, {which} (spec 14.2) ==")
     say("Starting etcd, kube-apiserver, kube-controller-manager and kube-scheduler on loopback...")
     started = time.monotonic()
@@ -70,14 +75,14 @@ def main(output: str, cni_mode: str, kubelet: str) -> None:
         sys.exit(1)
     try:
         say(f"Test bed up in {time.monotonic() - started:.1f}s (API server {bed.server})")
-        with e2e.Stack(bed, thick=cni_mode == "thick", kubelet=kubelet, say=say) as stack:
+        with Stack(bed, thick=cni_mode == "thick", kubelet=kubelet, say=say) as stack:
             say("Applying the spec 14.2 manifests and creating Pod ai-workloads/gpu-sriov-pairs-demo...")
-            result = e2e.run_pairs(stack)
+            result = run_pairs(stack)
             say("== spec 14.3: the same two rails through SriovNetworkNodePolicy and SriovNetwork ==")
             rails = operator_rails.run_operator_rails(stack)
             if not (result.ok and rails.ok):
                 say(stack.logs())
-        result.after_stop = [e2e.stack_down_check(stack)]
+        result.after_stop = [stack_down_check(stack)]
     except ReasonedError as exc:
         say(f"demo: {exc.reason}: {exc.message}")
         sys.exit(1)
@@ -96,18 +101,18 @@ def main(output: str, cni_mode: str, kubelet: str) -> None:
     sys.exit(0 if result.ok and rails.ok else 1)
 
 
-def report(result: e2e.Result, spec: str) -> str:
+def report(result: Result, spec: str) -> str:
     lines = [
         f"\n[{result.scenario}] Interfaces of Pod ai-workloads/gpu-sriov-pairs-demo (CNI {result.cni_mode} mode, "
         f"{result.kubelet} kubelet):\n",
-        e2e.render_table(result.rows) if result.rows else "  (no interfaces: see the checks)",
+        render_table(result.rows) if result.rows else "  (no interfaces: see the checks)",
         f"\nChecks ({spec}):",
-        e2e.render_checks(result.checks),
+        render_checks(result.checks),
     ]
     if result.after_teardown:
-        lines += ["\nAfter the Pod was deleted:", e2e.render_checks(result.after_teardown)]
+        lines += ["\nAfter the Pod was deleted:", render_checks(result.after_teardown)]
     if result.after_stop:
-        lines += ["\nAfter the stack was stopped:", e2e.render_checks(result.after_stop)]
+        lines += ["\nAfter the stack was stopped:", render_checks(result.after_stop)]
     timings = ", ".join(f"{k} {v}" for k, v in result.timings.items())
     lines += [
         f"\nTimings (s): {timings}",

@@ -20,7 +20,9 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from sriov_contract.errors import ReasonedError  # noqa: E402 - after the sys.path entry for the repo
-from testbed import controlplane, e2e, realnode, soak  # noqa: E402
+from testbed import controlplane, realnode, soak  # noqa: E402
+from testbed.checks import stack_down_check  # noqa: E402
+from testbed.stack import Stack  # noqa: E402
 from testbed.tools import ToolSet  # noqa: E402
 
 
@@ -45,7 +47,7 @@ def main() -> int:
     started = time.monotonic()
     bed = controlplane.start(tools=tools, run_id=controlplane.new_run_id("soak"))
     try:
-        with e2e.Stack(bed, thick=True, second_node=True, say=say) as stack:
+        with Stack(bed, thick=True, second_node=True, say=say) as stack:
             say(
                 f"soak: two nodes up in {time.monotonic() - started:.0f}s: {[n.node_name for n in stack.nodes]}"
             )
@@ -53,7 +55,7 @@ def main() -> int:
             if not report.ok:
                 for node in stack.nodes:
                     say(f"--- {node.node_name} ---\n{node.logs()}")
-        down = e2e.stack_down_check(stack)
+        down = stack_down_check(stack)
         report.end_checks.append(down)
     except ReasonedError as exc:
         say(f"soak: {exc.reason}: {exc.message}\nSOAK FAIL -- reproduce with SOAK_SEED={config.seed}")

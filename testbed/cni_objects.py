@@ -11,9 +11,8 @@ from kubernetes import client
 
 from sriov_contract import keys
 from testbed.apiobjects import as_object
-from tests.support.cni_shim import managed_shadow, registry_annotation
-
-NAD_API = ("k8s.cni.cncf.io", "v1", "network-attachment-definitions")
+from testbed.cluster import NAD_API
+from testbed.managed_shadows import managed_shadow, registry_annotation
 
 
 def create_pod(

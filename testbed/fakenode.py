@@ -40,6 +40,8 @@ from testbed.sriov_topology import (
 STATE_FILE = "fakenode.json"
 SYSFS_ENV = "SRIOV_SYSFS_ROOT"
 _SETTLE_SECONDS = 5.0
+# Spec 14.2's node: two PCIe roots, one rail PF and one GPU under each.
+TWO_RAIL = Path(__file__).resolve().parents[1] / "fixtures/topologies/two-rail.yaml"
 
 
 def load_topology_file(path: Path) -> dict[str, Any]:
@@ -51,6 +53,10 @@ def load_topology_file(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ReasonedError("InvalidTopology", f"topology file {path} must hold a mapping")
     return data
+
+
+def load_two_rail() -> dict[str, Any]:
+    return load_topology_file(TWO_RAIL)
 
 
 def _host_links(prefix: str) -> list[tuple[int, str]]:

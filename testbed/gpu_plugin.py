@@ -1,29 +1,69 @@
-"""A stand-in for the NVIDIA DRA driver's kubelet plugin, for the real kubelet.
+"""The GPU stand-in: what the NVIDIA DRA driver does on a node, for the fake node's GPUs.
 
-The real kubelet prepares every driver named in a claim's allocation and refuses to start a Pod
-while any of them has no registered plugin ("DRA driver gpu.nvidia.com is not registered"); the
-simulated kubelet assumed other drivers' results were prepared elsewhere. This plugin registers
+Its publication (:func:`gpu_slice`): the scheduler can only satisfy the spec 14.2 pairs
+(``matchAttribute: resource.kubernetes.io/pcieRoot``) when GPUs are published with the same
+PCIe-root attribute our driver publishes for its VFs. Its kubelet plugin (``GpuPlugin``), for the
+real kubelet: that kubelet prepares every driver named in a claim's allocation and refuses to start
+a Pod while any of them has no registered plugin ("DRA driver gpu.nvidia.com is not registered");
+the simulated kubelet assumes other drivers' results are prepared elsewhere. The plugin registers
 ``gpu.nvidia.com`` through the kubelet's plugin registry over real unix sockets and prepares a
 claim's GPU results with no CDI devices (the fake GPUs have nothing to inject); unprepare succeeds.
+Nothing else prepares these GPUs; the checks only see that our driver ignores their results.
+``GpuStandIn`` is both on one node of a stack.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Callable, Sequence
 from concurrent import futures
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from sriov_contract.errors import ReasonedError
 from sriov_dra.kubeletplugin.gen import dra_v1_pb2, pluginregistration_v1_pb2
 from sriov_dra.kubeletplugin.server import unary_service
-from tests.support.gpu import GPU_DRIVER
+from sriov_dra.model import ATTR_PCIE_ROOT
+from testbed.sriov_topology import GpuRecord
+
+if TYPE_CHECKING:
+    from testbed.cluster import Cluster
+    from testbed.fake_kubelet import KubeletDirs
+    from testbed.fakenode import FakeNode
 
 DRA_SERVICE = "k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin"
+GPU_DRIVER = "gpu.nvidia.com"
+
+
+def gpu_slice(node_name: str, gpus: Sequence[GpuRecord]) -> dict[str, Any]:
+    """The NVIDIA driver's publication: one ResourceSlice of full GPUs, each with the PCIe root
+    the scheduler matches the spec 14.2 pairs on (our driver publishes it for its VFs)."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"generateName": f"{node_name}-{GPU_DRIVER}-"},
+        "spec": {
+            "driver": GPU_DRIVER,
+            "nodeName": node_name,
+            "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1},
+            "devices": [
+                {
+                    "name": gpu.name,
+                    "attributes": {
+                        "type": {"string": "gpu"},
+                        ATTR_PCIE_ROOT: {"string": gpu.pcie_root},
+                        "pciBusID": {"string": gpu.pci},
+                    },
+                }
+                for gpu in gpus
+            ],
+        },
+    }
 
 
 class GpuPlugin:
@@ -131,3 +171,44 @@ class GpuPlugin:
         for socket in (self.reg_socket, self.dra_socket):
             with contextlib.suppress(FileNotFoundError):
                 socket.unlink()
+
+
+class GpuStandIn:
+    """The GPU stand-in on one node of a stack: its ResourceSlice of the fake node's GPUs, and, for
+    the real kubelet, its plugin."""
+
+    def __init__(
+        self, cluster: Cluster, *, node_name: str, dirs: KubeletDirs, node: Callable[[], FakeNode]
+    ) -> None:
+        self.cluster, self.node_name, self.dirs, self.node = cluster, node_name, dirs, node
+        self.plugin: GpuPlugin | None = None
+
+    def start_plugin(self, kubelet_errors: Callable[[], str]) -> None:
+        # The real kubelet prepares every driver of a claim: the GPU driver needs a plugin too.
+        self.plugin = GpuPlugin(self.cluster.api, self.dirs.registry, self.dirs.plugins)
+        if not self.plugin.registered.wait(30):
+            raise ReasonedError(
+                "GpuPluginNotRegistered",
+                f"the kubelet did not register the {GPU_DRIVER} stand-in plugin: {kubelet_errors()}",
+            )
+
+    def stop(self) -> None:
+        if self.plugin is not None:
+            self.plugin.stop()
+
+    def slices(self) -> list[dict[str, Any]]:
+        return self.cluster.slices(self.node_name, GPU_DRIVER)
+
+    def attributes(self) -> dict[str, dict[str, Any]]:
+        """Published GPU name -> its attributes."""
+        return {d["name"]: d["attributes"] for s in self.slices() for d in s["spec"].get("devices") or []}
+
+    def publish(self) -> None:
+        """The NVIDIA driver's publication for the fake node's GPUs (a fresh one)."""
+        self.withdraw()
+        self.cluster.objects.create_cluster_custom_object(
+            "resource.k8s.io", "v1", "resourceslices", gpu_slice(self.node_name, self.node().gpus)
+        )
+
+    def withdraw(self) -> None:
+        self.cluster.delete_slices(self.slices())

@@ -44,7 +44,7 @@ RESYNC_SECONDS = 2
 
 
 class DraPlugin(Protocol):
-    """The two kubelet-to-plugin calls (tests.support.kubelet.FakeKubelet speaks them over gRPC)."""
+    """The two kubelet-to-plugin calls (testbed.fake_kubelet.FakeKubelet speaks them over gRPC)."""
 
     def prepare(self, claims: list[ClaimRef]) -> dict[str, Any]: ...
 

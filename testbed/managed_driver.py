@@ -18,11 +18,11 @@ from sriov_contract.registry import parse_registry
 from testbed.apiobjects import as_object, items_of, name_of
 from testbed.bed import TestBed
 from testbed.claims import claim_ref, custom_objects
+from testbed.deployment import DEPLOY_DIR, DRIVER_NAMESPACE, DRIVER_SA, load_documents, service_account_user
+from testbed.fake_kubelet import FakeKubelet, KubeletDirs
 from testbed.fakenode import FakeNode
 from testbed.node_agent import DRIVER, Agent, put_attributes, put_policy, wait_published
 from testbed.waiting import wait_for
-from tests.support.deploy import DEPLOY_DIR, DRIVER_NAMESPACE, DRIVER_SA, load_documents, service_account_user
-from tests.support.kubelet import FakeKubelet, KubeletDirs
 
 IDENTITY = "managed-driver"
 NAD = ("k8s.cni.cncf.io", "v1")

@@ -18,9 +18,9 @@ from testbed import processes
 from testbed.apiobjects import items_of
 from testbed.bed import TestBed
 from testbed.claims import custom_objects
+from testbed.fake_kubelet import KubeletDirs
 from testbed.fakenode import FakeNode
 from testbed.waiting import wait_for
-from tests.support.kubelet import KubeletDirs
 
 REPO = Path(__file__).resolve().parents[1]
 DRIVER = "sriovnetwork.k8snetworkplumbingwg.io"

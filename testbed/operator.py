@@ -25,8 +25,7 @@ from kubernetes.client.exceptions import ApiException
 from testbed import processes
 from testbed.apiobjects import present
 from testbed.bed import TestBed
-from testbed.waiting import wait_for
-from tests.support.deploy import (
+from testbed.deployment import (
     NODE_STATE_SA,
     OPERATOR_DIR,
     OPERATOR_NAMESPACE,
@@ -34,6 +33,7 @@ from tests.support.deploy import (
     load_documents,
     service_account_user,
 )
+from testbed.waiting import wait_for
 
 GROUP, VERSION = "sriovnetwork.openshift.io", "v1"
 DRIVER_GROUP, DRIVER_VERSION = "sriovnetwork.k8snetworkplumbingwg.io", "v1alpha1"

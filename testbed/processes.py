@@ -11,11 +11,17 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from testbed.tools import REPO_ROOT
+
+# The product's console scripts (sriov-dra-driver, cni-shim-daemon, ...), installed in this venv.
+BIN = Path(sys.executable).parent
 
 
 @dataclass(frozen=True)
@@ -166,6 +172,44 @@ class LoggedChild:
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
+
+
+class Process:
+    """One long-running product process of a stack (driver, cni-shim-daemon, operator) with its
+    log file, started from the repository root."""
+
+    def __init__(self, argv: Sequence[str], env: Mapping[str, str], log: Path) -> None:
+        self.log = log
+        with log.open("ab") as out:
+            # Like the bed's own processes: an interrupted demo or test session leaves none behind.
+            self.proc = subprocess.Popen(
+                dying_with_parent(argv),
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=REPO_ROOT,
+            )
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """SIGSTOP for the block, SIGCONT after it (if it still runs): whatever asks it something
+        meanwhile waits, which is how a test holds a caller inside a call without racing it."""
+        self.proc.send_signal(signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            if self.alive():
+                self.proc.send_signal(signal.SIGCONT)
+
+    def output(self, tail: int = 4000) -> str:
+        return self.log.read_text(errors="replace")[-tail:]
+
+    def stop(self) -> None:
+        terminate(self.proc, 20)
 
 
 def peak_rss_kib(pid: int) -> int | None:

@@ -5,11 +5,12 @@ containerd's CRI with the bed's CNI configuration directory (our cni-shim's conf
 the DRA plugin registry at ``<root-dir>/plugins_registry``, where the driver registers over its
 real sockets. Images are built locally (testbed/images.py) and imported; nothing is pulled.
 
-What the host needed, and why, is commented next to each setting in :func:`kubelet_config` and
-:func:`containerd_config`. Teardown (:meth:`RealNode.stop`) leaves nothing behind: it stops and
-removes every sandbox through the CRI (CNI DEL included), stops the kubelet and containerd, kills
-only shims that serve this containerd, unmounts what containerd mounted under its dirs, removes the
-node's cgroups and restores the sysctls the kubelet changed.
+What the host needed, and why, is commented next to each setting of the kubelet's and
+containerd's configurations (testbed/realnode_config.py). Teardown (:meth:`RealNode.stop`) leaves
+nothing behind (testbed/host_state.py): it stops and removes every sandbox through the CRI (CNI DEL
+included), stops the kubelet and containerd, kills only shims that serve this containerd, unmounts
+what containerd mounted under its dirs, removes the node's cgroups and restores the sysctls the
+kubelet changed.
 """
 
 from __future__ import annotations
@@ -30,24 +31,13 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from sriov_contract.errors import ReasonedError
-from testbed import images, processes
+from testbed import host_state, images, processes, realnode_config
 from testbed.processes import ProcessRecord, free_port, launch, log_tail
 from testbed.tools import ToolSet, ToolUnavailable
 from testbed.waiting import WaitTimeout, wait_for
 
 NODE_COMPONENTS = ("kubelet", "containerd", "runc", "pause", "crictl")
 CRI_NAMESPACE = "k8s.io"  # containerd's namespace for everything the CRI plugin manages
-# The kubelet's kernel tunables (pkg/kubelet/cm setupKernelTunables) plus the keyring limits it
-# raises; all are host-wide, so the first value seen is put back at teardown.
-KUBELET_SYSCTLS = (
-    "vm/overcommit_memory",
-    "vm/panic_on_oom",
-    "kernel/panic",
-    "kernel/panic_on_oops",
-    "kernel/keys/root_maxkeys",
-    "kernel/keys/root_maxbytes",
-)
-CGROUP_V1_ROOT = Path("/sys/fs/cgroup")
 # The device manager's directory is not under --root-dir (pluginapi.DevicePluginPath).
 DEVICE_PLUGINS_DIR = Path("/var/lib/kubelet/device-plugins")
 READY_TIMEOUT = 90.0
@@ -112,210 +102,14 @@ def unavailable_reason(tools: ToolSet) -> str | None:
         return (
             f"{images.BUSYBOX} is missing (Debian busybox-static builds the workload image); run 'make deps'"
         )
-    if not (CGROUP_V1_ROOT / "memory").is_dir() and not (CGROUP_V1_ROOT / "cgroup.controllers").is_file():
-        return f"no cgroup hierarchy under {CGROUP_V1_ROOT}"
+    if (
+        not (host_state.CGROUP_V1_ROOT / "memory").is_dir()
+        and not (host_state.CGROUP_V1_ROOT / "cgroup.controllers").is_file()
+    ):
+        return f"no cgroup hierarchy under {host_state.CGROUP_V1_ROOT}"
     if host_ip() is None:
         return "the host has no global IPv4 address (the kubelet refuses a loopback node IP)"
     return None
-
-
-def kubelet_config(
-    *,
-    node_dir: Path,
-    runtime_socket: Path,
-    ca_file: Path,
-    cgroup_root: str,
-    port: int,
-    healthz_port: int,
-) -> str:
-    """The KubeletConfiguration, one comment per setting that this host (or the bed) needs."""
-    return f"""\
-apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-# These hosts mount cgroup v1 (hybrid); kubelet 1.35+ refuses v1 unless told not to.
-failCgroupV1: false
-# No systemd runs as PID 1 here, so cgroups are driven through cgroupfs (containerd matches it).
-cgroupDriver: cgroupfs
-# Its own cgroup subtree: a second node, or another engineer's bed, never shares kubepods.
-cgroupRoot: {cgroup_root}
-# Some of these machines have swap enabled; the kubelet refuses to start on swap by default.
-failSwapOn: false
-# This node's own containerd, not a host-wide /run/containerd socket.
-containerRuntimeEndpoint: unix://{runtime_socket}
-# Every listener on loopback and on a free port: other beds run on the same machine.
-address: 127.0.0.1
-port: {port}
-readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
-healthzPort: {healthz_port}
-# No kubelet API client but the tests; the serving cert is self-signed in --cert-dir.
-authentication:
-  anonymous:
-    enabled: false
-  webhook:
-    enabled: false
-  x509:
-    clientCAFile: {ca_file}
-authorization:
-  mode: AlwaysAllow
-# Container logs under the node's own directory, not the host's /var/log/pods.
-podLogsDir: {node_dir / "pod-logs"}
-# Images cannot be pulled back here: never garbage-collect the imported ones.
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-# The shared machine's disk may be fuller than the default 10-15 % thresholds; evicting the test
-# Pods for it would be noise.
-evictionHard:
-  memory.available: 100Mi
-  nodefs.available: 1%
-  nodefs.inodesFree: 1%
-  imagefs.available: 1%
-# No static Pods and no cluster DNS on the bed.
-staticPodPath: ""
-clusterDNS: []
-"""
-
-
-def containerd_config(
-    *,
-    node_dir: Path,
-    socket: Path,
-    cni_conf_dir: Path,
-    cni_bin_dir: Path,
-    cdi_dir: Path,
-    runc: Path,
-    sandbox_image: str,
-) -> str:
-    ctd = node_dir / "ctd"
-    return f"""\
-# Config version 4 (containerd 2.3): the socket settings live in the grpc plugin sections; the
-# pre-v3 top-level [grpc] table is silently ignored.
-version = 4
-root = '{ctd / "root"}'
-state = '{ctd / "state"}'
-temp = '{ctd / "tmp"}'
-# No /etc/containerd/conf.d: the host's own containerd config (if any) must not leak in.
-imports = []
-# NRI listens on a host-wide socket (/var/run/nri/nri.sock) a second node would fight over;
-# the others cannot work here (no btrfs/zfs/devmapper/erofs) and only log noise.
-disabled_plugins = [
-  'io.containerd.nri.v1.nri',
-  'io.containerd.snapshotter.v1.btrfs',
-  'io.containerd.snapshotter.v1.zfs',
-  'io.containerd.snapshotter.v1.devmapper',
-  'io.containerd.snapshotter.v1.blockfile',
-  'io.containerd.snapshotter.v1.erofs',
-  'io.containerd.differ.v1.erofs',
-  'io.containerd.mount-handler.v1.erofs',
-]
-
-[plugins]
-  [plugins.'io.containerd.server.v1.grpc']
-    address = '{socket}'
-  [plugins.'io.containerd.server.v1.ttrpc']
-    address = '{socket}.ttrpc'
-  [plugins.'io.containerd.internal.v1.opt']
-    path = '{ctd / "opt"}'
-  [plugins.'io.containerd.shim.v1.manager']
-    # Shim sockets under our own state, not the host-wide /run/containerd/s.
-    socket_dir = '{ctd / "s"}'
-  [plugins.'io.containerd.cri.v1.images']
-    snapshotter = 'overlayfs'
-    [plugins.'io.containerd.cri.v1.images'.pinned_images]
-      # Nothing can be pulled: the sandbox image is Kubernetes' pause, built and imported locally.
-      sandbox = '{sandbox_image}'
-  [plugins.'io.containerd.cri.v1.runtime']
-    # root here lacks CAP_SYS_RESOURCE: lowering a sandbox's oom_score_adj below containerd's own
-    # fails ("failed to update /proc/self/oom_score_adj: Permission denied") unless clamped.
-    restrict_oom_score_adj = true
-    # The driver writes its CDI specs to the bed's CDI root; the kubelet passes their device IDs.
-    enable_cdi = true
-    cdi_spec_dirs = ['{cdi_dir}']
-    # Sandbox netns under our state dir: /run/netns is shared with other beds and their leak checks.
-    netns_mounts_under_state_dir = true
-    [plugins.'io.containerd.cri.v1.runtime'.containerd]
-      default_runtime_name = 'runc'
-      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
-        runtime_type = 'io.containerd.runc.v2'
-        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
-          # runc v1.4 built with seccomp; Debian's runc 1.1 is too old for containerd 2.x.
-          BinaryName = '{runc}'
-          Root = '{ctd / "runc"}'
-          SystemdCgroup = false
-    [plugins.'io.containerd.cri.v1.runtime'.cni]
-      bin_dirs = ['{cni_bin_dir}']
-      conf_dir = '{cni_conf_dir}'
-      # Only the first conf (our shim's 00-*.conf), as with Multus installed as the node CNI.
-      max_conf_num = 1
-  [plugins.'io.containerd.grpc.v1.cri']
-    # The streaming server (exec/attach) on loopback and an ephemeral port.
-    stream_server_address = '127.0.0.1'
-    stream_server_port = '0'
-"""
-
-
-def _read_sysctls() -> dict[str, str]:
-    out = {}
-    for name in KUBELET_SYSCTLS:
-        with contextlib.suppress(OSError):
-            out[name] = (Path("/proc/sys") / name).read_text().strip()
-    return out
-
-
-def _restore_sysctls(saved: Mapping[str, str]) -> list[str]:
-    restored = []
-    for name, value in saved.items():
-        path = Path("/proc/sys") / name
-        with contextlib.suppress(OSError):
-            if path.read_text().strip() != value:
-                path.write_text(value)
-                restored.append(f"{name.replace('/', '.')}={value}")
-    return restored
-
-
-def _cgroup_hierarchies() -> list[Path]:
-    if (CGROUP_V1_ROOT / "cgroup.controllers").is_file():
-        return [CGROUP_V1_ROOT]  # unified (v2)
-    return sorted(p for p in CGROUP_V1_ROOT.iterdir() if p.is_dir() and not p.is_symlink())
-
-
-def _remove_cgroup_tree(root: Path) -> list[str]:
-    """rmdir bottom-up (cgroup dirs cannot be removed recursively); returns what could not go."""
-    if not root.is_dir():
-        return []
-    left = []
-    for path in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
-        try:
-            path.rmdir()
-        except OSError:
-            left.append(str(path))
-    try:
-        root.rmdir()
-    except OSError:
-        left.append(str(root))
-    return left
-
-
-def _mounts_under(prefix: Path) -> list[str]:
-    out = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        mount_point = line.split()[4].replace("\\040", " ")
-        if mount_point == str(prefix) or mount_point.startswith(str(prefix) + "/"):
-            out.append(mount_point)
-    return out
-
-
-def _pids_with(binary: Path, needle: str) -> list[int]:
-    """Live processes running ``binary`` whose command line contains ``needle``: the shims that
-    serve one containerd (their ``-address`` names its socket), never anyone else's."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            if os.readlink(proc / "exe") == str(binary) and needle in (proc / "cmdline").read_text():
-                pids.append(int(proc.name))
-    return pids
 
 
 class RealNode:
@@ -391,12 +185,12 @@ class RealNode:
     # -- start ------------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._saved_sysctls = _read_sysctls()
+        self._saved_sysctls = host_state.read_sysctls()
         self._made_device_plugins_dir = not DEVICE_PLUGINS_DIR.parent.exists()
         self.dir.mkdir(parents=True, exist_ok=True)
         for sub in ("pod-logs", "images"):
             (self.dir / sub).mkdir(exist_ok=True)
-        for hierarchy in _cgroup_hierarchies():
+        for hierarchy in host_state.cgroup_hierarchies():
             # The kubelet requires its --cgroup-root to exist in every hierarchy it uses.
             (hierarchy / self.cgroup_root.lstrip("/")).mkdir(exist_ok=True)
         self._start_containerd()
@@ -409,7 +203,7 @@ class RealNode:
         self.sandbox_image = images.pause_image(self.bin.pause, tag, self.dir / "images")
         config = self.dir / "containerd.toml"
         config.write_text(
-            containerd_config(
+            realnode_config.containerd_config(
                 node_dir=self.dir,
                 socket=self.socket,
                 cni_conf_dir=self.cni_conf_dir,
@@ -475,7 +269,7 @@ class RealNode:
         self.ports = {"kubelet": free_port(), "healthz": free_port()}
         config = self.dir / "kubelet-config.yaml"
         config.write_text(
-            kubelet_config(
+            realnode_config.kubelet_config(
                 node_dir=self.dir,
                 runtime_socket=self.socket,
                 ca_file=self.ca_file,
@@ -641,19 +435,26 @@ class RealNode:
         shim = self.bin.shim_dir / "containerd-shim-runc-v2"
         # A removed sandbox's shim exits on its own shortly after; only one that stays is killed.
         with contextlib.suppress(WaitTimeout):
-            wait_for(lambda: not _pids_with(shim, str(self.socket)), 5, what="shims to exit", interval=0.1)
-        for pid in _pids_with(shim, str(self.socket)):
+            wait_for(
+                lambda: not host_state.pids_with(shim, str(self.socket)),
+                5,
+                what="shims to exit",
+                interval=0.1,
+            )
+        for pid in host_state.pids_with(shim, str(self.socket)):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
                 notes.append(f"killed a leftover shim (pid {pid})")
         # The kubelet bind-mounts its --root-dir onto itself (shared propagation) and mounts each
         # Pod's projected volumes below it; containerd mounts rootfs and shm under its state.
-        for mount in sorted(_mounts_under(self.dir) + _mounts_under(self.root_dir), key=len, reverse=True):
+        for mount in sorted(
+            host_state.mounts_under(self.dir) + host_state.mounts_under(self.root_dir), key=len, reverse=True
+        ):
             subprocess.run(["umount", "-l", mount], capture_output=True, check=False)
-        for hierarchy in _cgroup_hierarchies() if CGROUP_V1_ROOT.is_dir() else []:
-            left = _remove_cgroup_tree(hierarchy / self.cgroup_root.lstrip("/"))
+        for hierarchy in host_state.cgroup_hierarchies() if host_state.CGROUP_V1_ROOT.is_dir() else []:
+            left = host_state.remove_cgroup_tree(hierarchy / self.cgroup_root.lstrip("/"))
             notes += [f"cgroup left: {p}" for p in left[:3]]
-        restored = _restore_sysctls(self._saved_sysctls)
+        restored = host_state.restore_sysctls(self._saved_sysctls)
         if self._made_device_plugins_dir:
             # Only the kubelet's own socket and checkpoint are in it; no device plugin runs here.
             shutil.rmtree(DEVICE_PLUGINS_DIR.parent, ignore_errors=True)

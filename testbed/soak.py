@@ -1,5 +1,5 @@
 """`make soak`: managed Pods created and deleted on two real nodes while a seeded schedule kills
-the driver, cni-shim-daemon and the kubelet at random moments (testbed/e2e.py, second_node).
+the driver, cni-shim-daemon and the kubelet at random moments (testbed/stack.py, second_node).
 
 Bounded in count and in time, it stops by itself. Each Pod gets one VF on each rail; every Pod
 that reached Running must have exactly its managed interfaces; at the end nothing may be left:
@@ -25,11 +25,17 @@ from kubernetes.client.exceptions import ApiException
 
 from sriov_contract import keys
 from sriov_contract.errors import ReasonedError
-from testbed import e2e
-from tests.support.cni import ipv4_addresses
+from testbed.checks import check_addresses, check_interfaces, check_shadows, teardown_checks
+from testbed.cluster import NAD_API
+from testbed.netlinks import ipv4_addresses
+from testbed.observation import Observed, observe
+from testbed.results import PASS, Check, check, render_checks
+from testbed.scenario import applied, stop_pod
+from testbed.stack import Stack
+from testbed.workloads import rails_workload
 
 KINDS = ("driver", "daemon", "kubelet")
-MANAGED_INTERFACES = ("dra0", "dra1")  # one VF per rail (e2e.rails_workload)
+MANAGED_INTERFACES = ("dra0", "dra1")  # one VF per rail (rails_workload)
 CLUSTER_INTERFACES = ("lo", "eth0")
 RUNNING_TIMEOUT = 240.0  # generous: a kubelet restart and the retries after it sit in between
 
@@ -78,13 +84,13 @@ class Report:
     kills: list[str] = field(default_factory=list)
     kills_by_kind: Counter[str] = field(default_factory=Counter)
     outcomes: list[PodOutcome] = field(default_factory=list)
-    end_checks: list[e2e.Check] = field(default_factory=list)
+    end_checks: list[Check] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     churn_s: float = 0.0
 
     @property
     def ok(self) -> bool:
-        return not self.failures and all(c.status == e2e.PASS for c in self.end_checks)
+        return not self.failures and all(c.status == PASS for c in self.end_checks)
 
     def summary(self) -> str:
         ran = [o for o in self.outcomes if o.ran]
@@ -96,7 +102,7 @@ class Report:
             f"{self.config.in_flight} in flight",
             f"kills: {sum(self.kills_by_kind.values())} ({kinds}); churn {self.churn_s:.0f}s",
             "end checks:",
-            e2e.render_checks(self.end_checks),
+            render_checks(self.end_checks),
         ]
         if self.failures:
             lines += ["failures:", *(f"  {f}" for f in self.failures[:40])]
@@ -108,7 +114,7 @@ class Report:
         return "\n".join([*lines, f"SOAK {verdict}"])
 
 
-def interface_problems(stack: e2e.Stack, obs: e2e.Observed) -> list[str]:
+def interface_problems(stack: Stack, obs: Observed) -> list[str]:
     """What differs from "exactly its managed interfaces": dra0 and dra1 (plus lo and the cluster
     network's eth0), each with one address in its own rail's subnet, from two shadows of this Pod."""
     problems = []
@@ -116,9 +122,9 @@ def interface_problems(stack: e2e.Stack, obs: e2e.Observed) -> list[str]:
     missing = sorted(set(MANAGED_INTERFACES) - set(obs.links))
     if extra or missing:
         problems.append(f"interfaces {sorted(obs.links)}: extra {extra}, missing {missing}")
-    for check in (e2e.check_shadows(obs, 2), e2e.check_interfaces(obs), e2e.check_addresses(stack, obs)):
-        if check.status != e2e.PASS:
-            problems.append(f"{check.name}: {check.detail}")
+    for verdict in (check_shadows(obs, 2), check_interfaces(obs), check_addresses(stack, obs)):
+        if verdict.status != PASS:
+            problems.append(f"{verdict.name}: {verdict.detail}")
     for name in MANAGED_INTERFACES:
         if len(ipv4_addresses(obs.links.get(name, {}))) != 1:
             problems.append(f"{name}: addresses {ipv4_addresses(obs.links.get(name, {}))}")
@@ -126,13 +132,13 @@ def interface_problems(stack: e2e.Stack, obs: e2e.Observed) -> list[str]:
 
 
 class Soak:
-    def __init__(self, stack: e2e.Stack, config: Config, say: Callable[[str], None]) -> None:
+    def __init__(self, stack: Stack, config: Config, say: Callable[[str], None]) -> None:
         if len(stack.nodes) != 2:
             raise ReasonedError("SoakNeedsTwoNodes", "the soak runs on a Stack with second_node=True")
         self.stack = stack
         self.config = config
         self.say = say
-        self.workload = e2e.rails_workload(stack, "soak")
+        self.workload = rails_workload(stack, "soak")
         self.report = Report(config)
         self.lock = threading.Lock()
         self.created = 0
@@ -151,7 +157,7 @@ class Soak:
             "soak: kill schedule: "
             + ", ".join(f"{k.kind}@node{k.node} after {k.after_pods} Pods+{k.delay_s}s" for k in kills)
         )
-        with e2e.applied(self.stack, self.workload):
+        with applied(self.stack, self.workload):
             self.started = time.monotonic()
             # Daemon threads: an interrupted soak must not wait for their Pods before tearing down.
             workers = [
@@ -203,18 +209,18 @@ class Soak:
         pod = copy.deepcopy(self.workload.pod)
         pod["metadata"]["name"] = outcome.name
         namespace = pod["metadata"]["namespace"]
-        self.stack.create_pod(pod)
+        self.stack.cluster.create_pod(pod)
         try:
-            live = self.stack.wait_running(namespace, outcome.name, RUNNING_TIMEOUT)
+            live = self.stack.cluster.wait_running(namespace, outcome.name, RUNNING_TIMEOUT)
             outcome.node = str(live["spec"]["nodeName"])
             outcome.ran = True
-            obs = e2e.observe(self.stack, live)
+            obs = observe(self.stack, live)
             outcome.problems += interface_problems(self.stack.on(outcome.node), obs)
         except ReasonedError as exc:
             outcome.problems.append(f"{exc.reason}: {exc.message[:500]}")
         finally:
             # Deleted as a user would; a deletion that does not complete is this Pod's failure too.
-            e2e.stop_pod(self.stack, pod)
+            stop_pod(self.stack, pod)
 
     def _stop_after(self, workers: Sequence[threading.Thread]) -> None:
         for thread in workers:
@@ -246,14 +252,14 @@ class Soak:
 
     # -- the end ----------------------------------------------------------------------------------
 
-    def _end_checks(self) -> list[e2e.Check]:
+    def _end_checks(self) -> list[Check]:
         refs = [f"{self.workload.namespace}/{o.name}" for o in self.report.outcomes]
         checks = []
         for node in self.stack.nodes:
             checks += [
-                e2e.Check(f"{node.node_name}: {c.name}", c.status, c.detail)
+                Check(f"{node.node_name}: {c.name}", c.status, c.detail)
                 for c in [
-                    *e2e.teardown_checks(node, self.workload, refs),
+                    *teardown_checks(node, self.workload, refs),
                     cdi_check(node),
                     orphan_check(node),
                 ]
@@ -262,33 +268,33 @@ class Soak:
         return checks
 
 
-def cdi_check(node: e2e.Stack) -> e2e.Check:
+def cdi_check(node: Stack) -> Check:
     left = sorted(p.name for p in (node.run / "cdi").glob("*.json"))
-    return e2e.check("no CDI spec is left", not left, ", ".join(left))
+    return check("no CDI spec is left", not left, ", ".join(left))
 
 
-def orphan_check(node: e2e.Stack) -> e2e.Check:
-    doc = node.orphan_scan()
-    return e2e.check(
+def orphan_check(node: Stack) -> Check:
+    doc = node.driver.orphan_scan()
+    return check(
         "the orphan scan finds no orphan and no shadow",
         not doc["orphans"] and not doc["shadows"],
         json.dumps({"orphans": doc["orphans"], "shadows": len(doc["shadows"])}),
     )
 
 
-def finalizer_check(stack: e2e.Stack, namespace: str) -> e2e.Check:
+def finalizer_check(stack: Stack, namespace: str) -> Check:
     """No NAD in the namespace still carries our protection finalizer (a shadow that lost its
-    binding annotation would hide from Stack.shadows)."""
+    binding annotation would hide from Cluster.shadows)."""
     try:
-        nads = stack.list_objects(*e2e.NAD_API, namespace=namespace)
+        nads = stack.cluster.list_objects(*NAD_API, namespace=namespace)
     except ApiException as exc:
-        return e2e.check("no NAD carries the protection finalizer", False, f"listing failed: {exc.status}")
+        return check("no NAD carries the protection finalizer", False, f"listing failed: {exc.status}")
     held = [
         n["metadata"]["name"]
         for n in nads
         if keys.PROTECTION_FINALIZER in (n["metadata"].get("finalizers") or [])
     ]
-    return e2e.check("no NAD carries the protection finalizer", not held, ", ".join(held))
+    return check("no NAD carries the protection finalizer", not held, ", ".join(held))
 
 
 def seed_from(value: str | None) -> int:

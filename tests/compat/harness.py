@@ -32,11 +32,11 @@ from bench.common import end_process, multus_daemon_process, network_namespace
 from bench.thick_compare import MULTUS_RULES, multus_identity
 from cni_shim import launcher
 from testbed.bed import TestBed
+from testbed.cni_daemon import DAEMON, DaemonProc
+from testbed.nodecni import make_cni_bin_dir
 from testbed.tools import ToolSet
 from testbed.waiting import wait_for
 from tests.compat.model import THIN, Case, Step
-from tests.support.cni import make_cni_bin_dir
-from tests.support.cni_daemon import DAEMON, DaemonProc
 
 MULTUS = "multus"
 OURS = "cni-shim"

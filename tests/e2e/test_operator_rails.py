@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from testbed import e2e
 from testbed.operator_rails import run_operator_rails
+from testbed.results import PASS, render_checks, render_table
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
 
@@ -21,12 +21,10 @@ AFTER_TEARDOWN = 8 + 2
 def test_two_rails_through_node_policies_and_sriov_networks(thick_stack) -> None:
     result = run_operator_rails(thick_stack)
     statuses = [c.status for c in result.checks]
-    explain = (
-        e2e.render_table(result.rows) + "\n" + e2e.render_checks([*result.checks, *result.after_teardown])
-    )
+    explain = render_table(result.rows) + "\n" + render_checks([*result.checks, *result.after_teardown])
     assert result.ok, explain + "\n" + thick_stack.logs()
-    assert statuses == [e2e.PASS] * CHECKS, explain
-    assert [c.status for c in result.after_teardown] == [e2e.PASS] * AFTER_TEARDOWN, explain
+    assert statuses == [PASS] * CHECKS, explain
+    assert [c.status for c in result.after_teardown] == [PASS] * AFTER_TEARDOWN, explain
     rows = {r.request: r for r in result.rows}
     assert {r.rail for r in rows.values()} == {"rail-a", "rail-b"}
     # the sources are the operator-rendered NADs: <networkNamespace>/<SriovNetwork name>

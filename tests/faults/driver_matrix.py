@@ -28,7 +28,7 @@ from typing import Any
 
 from sriov_contract.keys import PROTECTION_FINALIZER
 from sriov_dra.prepare.crashpoints import CRASH_ENV
-from testbed import faultproxy
+from testbed import faultproxy, faults
 from testbed.claims import allocated_claim
 from testbed.managed_driver import NADS, pod_networks, release_workloads, shadows
 from testbed.waiting import wait_for
@@ -56,14 +56,14 @@ KILL_HOLD_S = 30.0
 IDEMPOTENT_ATTEMPTS = 4
 
 
-def _fault(column: str) -> faultproxy.Fault:
+def _fault(column: str) -> faults.Fault:
     return {
-        "Forbidden": faultproxy.forbidden(),
-        "NotFound": faultproxy.not_found(),
-        "timeout": faultproxy.timeout(TIMEOUT_HOLD_S),
-        "409": faultproxy.conflict(),
-        "422": faultproxy.invalid(),
-        LOST: faultproxy.response_lost(),
+        "Forbidden": faults.forbidden(),
+        "NotFound": faults.not_found(),
+        "timeout": faults.timeout(TIMEOUT_HOLD_S),
+        "409": faults.conflict(),
+        "422": faults.invalid(),
+        LOST: faults.response_lost(),
     }[column]
 
 
@@ -232,7 +232,7 @@ class DriverMatrix:
                 answers.append(call(claim))
             else:
                 rule = self.proxy.add_rule(
-                    faultproxy.delay(ARM_DELAY_S), namespace=self.ns, times=1, **boundary.armed_by
+                    faults.delay(ARM_DELAY_S), namespace=self.ns, times=1, **boundary.armed_by
                 )
                 caller = threading.Thread(target=lambda: answers.append(call(claim)), daemon=True)
                 caller.start()
@@ -255,7 +255,7 @@ class DriverMatrix:
             self.agent.env.pop(CRASH_ENV)
         else:
             rule = self.proxy.add_rule(
-                faultproxy.timeout(KILL_HOLD_S), namespace=self.ns, times=1, **boundary.request
+                faults.timeout(KILL_HOLD_S), namespace=self.ns, times=1, **boundary.request
             )
             caller = threading.Thread(target=call, args=(claim,), daemon=True)
             caller.start()

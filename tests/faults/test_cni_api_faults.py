@@ -40,10 +40,13 @@ from cni_shim.errors import INTERNAL, TRY_AGAIN_LATER
 from cni_shim.handler import add as cni_add
 from cni_shim.kube import paths
 from sriov_contract import keys
-from testbed import faultproxy
-from testbed.faultproxy import Fault, FaultProxy, RecordedRequest
-from tests.support.cni import CniRun, host_local_allocations, ns_links
-from tests.support.cni_daemon import pod_args, run_shim, shim_conf
+from testbed import faults
+from testbed.cni_daemon import shim_conf
+from testbed.faultproxy import FaultProxy
+from testbed.faults import Fault, RecordedRequest
+from testbed.netlinks import ns_links
+from tests.support.cni import CniRun, host_local_allocations
+from tests.support.cni_daemon import pod_args, run_shim
 from tests.support.faultmatrix import FAIL, NA, PASS
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns, pytest.mark.faults]
@@ -78,12 +81,12 @@ PUT_CONFLICT = "update pod/status 409!"
 
 def _fault(column: str) -> Fault:
     return {
-        "Forbidden": faultproxy.forbidden(),
-        "NotFound": faultproxy.not_found(),
-        "timeout": faultproxy.timeout(HOLD_S),
-        "409": faultproxy.conflict(),
-        "500": faultproxy.internal_error(),
-        "lost response": faultproxy.response_lost(),
+        "Forbidden": faults.forbidden(),
+        "NotFound": faults.not_found(),
+        "timeout": faults.timeout(HOLD_S),
+        "409": faults.conflict(),
+        "500": faults.internal_error(),
+        "lost response": faults.response_lost(),
     }[column]
 
 
@@ -349,7 +352,7 @@ def _inject(node: Node, sb: Sandbox, row: str, fault: Fault, times: int | None) 
     else:
         # The first write reuses the ADD's own live read; only a 409 makes the shim read the Pod again.
         add(
-            faultproxy.conflict(),
+            faults.conflict(),
             verb="update",
             resource="pods",
             subresource="status",

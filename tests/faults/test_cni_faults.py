@@ -20,9 +20,11 @@ from typing import Any
 
 import pytest
 
+from testbed.cni_daemon import shim_conf
+from testbed.netlinks import ns_links
 from testbed.waiting import wait_for
-from tests.support.cni import cluster_network, host_local_allocations, ns_links, run_cnitool, shim_net_dir
-from tests.support.cni_daemon import pod_args, run_shim, shim_bin_dir, shim_conf
+from tests.support.cni import cluster_network, host_local_allocations, run_cnitool, shim_net_dir
+from tests.support.cni_daemon import pod_args, run_shim, shim_bin_dir
 from tests.support.faultmatrix import NA, PASS
 
 pytestmark = [pytest.mark.netns, pytest.mark.faults]

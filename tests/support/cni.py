@@ -1,8 +1,9 @@
 """CNI fixtures: a plugin bin dir, network namespaces, the two-rail fake node and plugin runners.
 
 Fixtures: ``cni_bin_dir`` and ``cnitool`` (session), ``netns`` (factory), ``fake_node`` (two-rail,
-per test), ``cni_data_dir`` (per test). Helpers: :func:`run_cni`, :func:`run_cnitool`,
-:func:`make_cni_bin_dir`, :func:`load_two_rail`.
+per test), ``cni_data_dir`` (per test), ``whereabouts`` (session). Helpers: :func:`run_cni`,
+:func:`run_cnitool`; the bin dir and the topology themselves are the bed's
+(testbed/nodecni.py, testbed/fakenode.py).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import json
 import os
 import secrets
 import subprocess
-import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,34 +20,13 @@ from typing import Any
 import pytest
 import yaml
 
-from testbed.fakenode import FakeNode
+from testbed.fakenode import FakeNode, load_two_rail
+from testbed.netlinks import host_link
+from testbed.nodecni import WHEREABOUTS_CRDS, make_cni_bin_dir, ptp_host_local
 from testbed.sriov_topology import VfRecord
-from testbed.tools import REPO_ROOT, ToolSet
+from testbed.tools import ToolSet
 
 REPO = Path(__file__).resolve().parents[2]
-TWO_RAIL = REPO / "fixtures/topologies/two-rail.yaml"
-GO_PLUGINS = ("host-local", "static", "tuning", "host-device", "ptp", "loopback")
-PY_PLUGINS = {"sriov": "plugins.sriov.__main__", "recorder": "plugins.recorder", "faulty": "plugins.faulty"}
-
-
-def make_cni_bin_dir(dest: Path, tools: ToolSet | None = None) -> Path:
-    """Fill ``dest`` with the Go plugins that are built (symlinks) and our Python test plugins."""
-    tools = tools or ToolSet()
-    dest.mkdir(parents=True, exist_ok=True)
-    for component, names in (("plugins", GO_PLUGINS), ("whereabouts", ("whereabouts",))):
-        status = tools.status(component)
-        for name in names:
-            if status.usable and (status.directory / name).exists():
-                (dest / name).unlink(missing_ok=True)
-                (dest / name).symlink_to(status.directory / name)
-    for name, module in PY_PLUGINS.items():
-        wrapper = dest / name
-        # plugins/ is test code, not installed: the wrapper puts the repository root on sys.path.
-        wrapper.write_text(
-            f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(REPO_ROOT)!r})\nfrom {module} import main\n\nmain()\n"
-        )
-        wrapper.chmod(0o755)
-    return dest
 
 
 @pytest.fixture(scope="session")
@@ -86,11 +65,6 @@ def netns() -> Iterator[Callable[[], str]]:
         subprocess.run(["ip", "netns", "del", name], check=False, capture_output=True)
 
 
-def load_two_rail() -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load(TWO_RAIL.read_text())
-    return data
-
-
 @pytest.fixture
 def fake_node(tmp_path: Path) -> Iterator[FakeNode]:
     """The two-rail fake node (spec 14.2), up for one test and torn down after."""
@@ -99,11 +73,6 @@ def fake_node(tmp_path: Path) -> Iterator[FakeNode]:
         yield node
     finally:
         node.down()
-
-
-def ptp_host_local(subnet: str, data_dir: Path) -> dict[str, Any]:
-    """A pod network plugin entry: ptp, host-local IPAM keeping its allocations in `data_dir`."""
-    return {"type": "ptp", "ipam": {"type": "host-local", "subnet": subnet, "dataDir": str(data_dir)}}
 
 
 def cluster_network(tmp_path: Path) -> dict[str, Any]:
@@ -154,29 +123,6 @@ def host_local_allocations(ipam: Path, network: str) -> dict[str, str]:
         for f in d.iterdir()
         if f.name[0].isdigit() and not f.name.startswith("last_reserved_ip")
     }
-
-
-def ns_links(netns_path: str) -> dict[str, Any]:
-    """Links (with ``addr_info``) inside a netns, keyed by name, as ``ip -j addr`` shows them.
-
-    Named netns live in /run/netns; containerd's (the real node's) live under its state dir, which
-    ``ip -n`` cannot name, so those are entered by path."""
-    parent, name = netns_path.rsplit("/", 1)
-    if parent in ("/run/netns", "/var/run/netns"):
-        argv = ["ip", "-n", name, "-j", "addr"]
-    else:
-        argv = ["nsenter", f"--net={netns_path}", "ip", "-j", "addr"]
-    out = subprocess.run(argv, capture_output=True, text=True, check=True)
-    return {link["ifname"]: link for link in json.loads(out.stdout)}
-
-
-def ipv4_addresses(link: Mapping[str, Any]) -> list[str]:
-    return [f"{a['local']}/{a['prefixlen']}" for a in link.get("addr_info", []) if a["family"] == "inet"]
-
-
-def host_link(name: str) -> dict[str, Any] | None:
-    out = subprocess.run(["ip", "-j", "link", "show", name], capture_output=True, text=True, check=False)
-    return json.loads(out.stdout)[0] if out.returncode == 0 else None
 
 
 def assert_vf_home(vf: VfRecord) -> None:
@@ -243,12 +189,6 @@ def run_cnitool(
         [str(cnitool), *args], env=full_env, capture_output=True, timeout=timeout, check=False
     )
     return CniRun(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
-
-
-WHEREABOUTS_CRDS = (
-    "whereabouts.cni.cncf.io_ippools.yaml",
-    "whereabouts.cni.cncf.io_overlappingrangeipreservations.yaml",
-)
 
 
 @dataclass(frozen=True)

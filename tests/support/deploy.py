@@ -1,7 +1,8 @@
-"""The deployment artifacts as tests see them: manifests, documented examples, required permissions.
+"""The deployment artifacts as tests see them: manifests, documented examples, required permissions
+(where they live and the names they give are the bed's: testbed/deployment.py).
 
-- ``load_documents(path)`` / ``kustomization_resources()`` / ``deploy_objects()``: the YAML an
-  operator installs, in kustomization order.
+- ``kustomization_resources()`` / ``deploy_objects()``: the YAML an operator installs, in
+  kustomization order.
 - ``DRIVER_NEEDS`` / ``CNI_NEEDS``: every permission each ServiceAccount needs, with where the
   need comes from; ``FORBIDDEN``: what each must never be able to do.
 - ``deploy_cluster`` (session fixture): the test bed with our CRDs installed for real and the
@@ -21,22 +22,23 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
+from testbed.deployment import (
+    CNI_NAMESPACE,
+    CNI_SA,
+    DEPLOY_DIR,
+    DRIVER_NAMESPACE,
+    DRIVER_SA,
+    OPERATOR_DIR,
+    OPERATOR_NAMESPACE,
+    load_documents,
+)
+
 if TYPE_CHECKING:
     from kubernetes import client, dynamic
 
     from testbed.bed import TestBed
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-DEPLOY_DIR = REPO_ROOT / "deploy"
-OPERATOR_DIR = DEPLOY_DIR / "operator"
-OPERATOR_NAMESPACE = "sriov-network-operator"
-OPERATOR_SA = "sriov-network-operator"
-NODE_STATE_SA = "sriov-network-config-daemon"
-EXAMPLES_DIR = REPO_ROOT / "docs" / "examples"
-DRIVER_NAMESPACE = "dra-driver-sriov"
-CNI_NAMESPACE = "cni-shim"
-DRIVER_SA = "sriov-dra-driver"
-CNI_SA = "cni-shim"
 FIELD_MANAGER = "auto-sriov-deploy-tests"
 
 
@@ -147,10 +149,6 @@ FORBIDDEN: Mapping[str, frozenset[Permission]] = {
 }
 
 
-def load_documents(path: Path) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d]
-
-
 def kustomization_resources(deploy_dir: Path = DEPLOY_DIR) -> list[Path]:
     kustomization = yaml.safe_load((deploy_dir / "kustomization.yaml").read_text())
     return [deploy_dir / name for name in kustomization["resources"]]
@@ -165,14 +163,6 @@ def operator_objects() -> list[dict[str, Any]]:
     kustomization = yaml.safe_load((OPERATOR_DIR / "kustomization.yaml").read_text())
     own = [OPERATOR_DIR / name for name in kustomization["resources"] if not name.startswith("..")]
     return [doc for path in own for doc in load_documents(path)]
-
-
-def service_account_user(namespace: str, name: str) -> tuple[str, list[str]]:
-    """The user name and groups the apiserver authenticates a ServiceAccount token as."""
-    return (
-        f"system:serviceaccount:{namespace}:{name}",
-        ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"],
-    )
 
 
 class DeployCluster:

@@ -1,4 +1,4 @@
-"""Fixtures for suites that run on the end-to-end stack (testbed/e2e.py): fake node, driver,
+"""Fixtures for suites that run on the end-to-end stack (testbed/stack.py): fake node, driver,
 node CNI and the real kubelet (containerd + runc) on the session's bed.
 
 - ``stacks`` (module): at most one running ``Stack``, switched between thick and thin (and real and
@@ -22,12 +22,12 @@ from testbed.tools import ToolSet
 
 if TYPE_CHECKING:
     from testbed.bed import TestBed
-    from testbed.e2e import Stack, Stacks
+    from testbed.stack import Stack, Stacks
 
 
 @pytest.fixture(scope="module")
 def stacks(testbed: TestBed, tool_dirs: ToolSet) -> Iterator[Stacks]:
-    from testbed.e2e import Stacks  # noqa: PLC0415 - see module docstring
+    from testbed.stack import Stacks  # noqa: PLC0415 - see module docstring
 
     made = Stacks(testbed, tool_dirs)
     yield made

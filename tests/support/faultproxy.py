@@ -2,7 +2,7 @@
 
 - ``fault_proxy`` (function): a factory, ``fault_proxy(identity="driver")`` -> a running
   ``FaultProxy`` whose ``.kubeconfig`` authenticates upstream as that bed identity. Add faults
-  with ``.add_rule(faultproxy.conflict(), verb="create", resource="configmaps", times=1)``,
+  with ``.add_rule(faults.conflict(), verb="create", resource="configmaps", times=1)`` (testbed/faults.py),
   inspect ``.requests``, reset with ``.clear()``. Every proxy is closed after the test.
 - ``fault_proxy_serving_cert`` (session): the proxy's serving cert, issued by the bed's CA so the
   bed's ``ca_file`` verifies it and the generated kubeconfig needs nothing new.

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
+from testbed.deployment import DEPLOY_DIR, OPERATOR_DIR
 from testbed.tools import BUILD_TOOLS, parse_print_dir, status_of
-from tests.support.deploy import DEPLOY_DIR, OPERATOR_DIR
 
 CHART_DIR = DEPLOY_DIR / "helm" / "auto-sriov"
 RELEASE = "auto-sriov"

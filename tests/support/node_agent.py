@@ -28,10 +28,10 @@ import pytest
 
 if TYPE_CHECKING:
     from testbed.bed import TestBed
+    from testbed.fake_kubelet import FakeKubelet, KubeletDirs
     from testbed.fakenode import FakeNode
     from testbed.managed_driver import Classes, ManagedAgent, Policies
     from testbed.node_agent import Agent
-    from tests.support.kubelet import FakeKubelet, KubeletDirs
 
 
 @pytest.fixture(scope="session")
@@ -73,7 +73,7 @@ def node_bound_kubeconfig(
     testbed: TestBed, shipped_rbac_identity: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Path]:
     from testbed.bound_token import node_bound_kubeconfig as bound  # noqa: PLC0415 - see module docstring
-    from tests.support.deploy import DRIVER_NAMESPACE, DRIVER_SA  # noqa: PLC0415 - see module docstring
+    from testbed.deployment import DRIVER_NAMESPACE, DRIVER_SA  # noqa: PLC0415 - see module docstring
 
     token = bound(
         testbed, DRIVER_NAMESPACE, DRIVER_SA, tmp_path_factory.mktemp("bound-token") / "driver.json"

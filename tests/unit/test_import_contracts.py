@@ -11,7 +11,16 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("sriov_dra", "cni_shim", "sriov_contract", "sriov_lib", "sriov_operator", "plugins")
+PACKAGES = (
+    "sriov_dra",
+    "cni_shim",
+    "sriov_contract",
+    "sriov_lib",
+    "sriov_operator",
+    "plugins",
+    "testbed",
+    "bench",
+)
 LINT = Path(sys.executable).with_name("lint-imports")
 
 
@@ -89,6 +98,26 @@ def test_the_tree_keeps_every_contract(tree: Path) -> None:
         ),
         ("sriov_operator.core.keys", "import sriov_dra.model", "the operator and the driver share only"),
         ("sriov_dra.core.pci", "import sriov_operator.core.keys", "the operator and the driver share only"),
+        (
+            "testbed.waiting",
+            "import tests.support.cni",
+            "the test bed and the bench are products of their own",
+        ),
+        (
+            "bench.common",
+            "from tests.support import kubelet",
+            "the test bed and the bench are products of their own",
+        ),
+        (
+            "cni_shim.errors",
+            "import testbed.waiting",
+            "the products and the test plugins never import the test bed",
+        ),
+        (
+            "plugins.recorder",
+            "import bench.common",
+            "the products and the test plugins never import the test bed",
+        ),
     ],
 )
 def test_a_forbidden_import_breaks_its_contract(

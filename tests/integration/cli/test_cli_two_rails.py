@@ -11,16 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from testbed import e2e
+from testbed.scenario import running_pairs
+from testbed.stack import Stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
 
 CLI = str(Path(sys.executable).parent / "sriov-dra")
 
 
-def sriov_dra(stack: e2e.Stack, *args: str) -> subprocess.CompletedProcess[str]:
+def sriov_dra(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [CLI, *args, "--kubeconfig", str(stack.bed.kubeconfig), "--checkpoint", str(stack.checkpoint)],
+        [CLI, *args, "--kubeconfig", str(stack.bed.kubeconfig), "--checkpoint", str(stack.driver.checkpoint)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -29,7 +30,7 @@ def sriov_dra(stack: e2e.Stack, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_inspect_and_orphans_on_the_two_rail_fixture(thick_stack) -> None:
     stack = thick_stack
-    with e2e.running_pairs(stack) as run:
+    with running_pairs(stack) as run:
         obs = run.observe()
         ns, name = obs.pod["metadata"]["namespace"], obs.pod["metadata"]["name"]
         claim = f"{ns}/{obs.claim['metadata']['name']}"

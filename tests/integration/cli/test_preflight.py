@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from sriov_dra.cli.preflight import DRIVER_RIGHTS
+from testbed.deployment import DEPLOY_DIR
 from testbed.managed_driver import IDENTITY
-from tests.support.deploy import DEPLOY_DIR
 
 pytestmark = pytest.mark.integration
 

@@ -19,9 +19,12 @@ from kubernetes import client
 from sriov_contract import keys
 from testbed.apiobjects import annotations_of, as_object
 from testbed.bed import TestBed
-from testbed.cni_objects import NAD_API, bind_by_hand, create_nad, create_pod
-from tests.support.cni import ptp_host_local, run_cni
-from tests.support.cni_daemon import CNI_RULES, CNI_USER, shim_bin_dir
+from testbed.cluster import NAD_API
+from testbed.cni_daemon import CNI_RULES, CNI_USER
+from testbed.cni_objects import bind_by_hand, create_nad, create_pod
+from testbed.nodecni import ptp_host_local
+from tests.support.cni import run_cni
+from tests.support.cni_daemon import shim_bin_dir
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
 

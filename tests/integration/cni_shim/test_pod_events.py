@@ -13,9 +13,10 @@ from kubernetes import client
 
 from sriov_contract import keys
 from testbed.bed import TestBed
+from testbed.cni_daemon import CNI_RULES, CNI_USER
 from testbed.cni_objects import create_nad, create_pod
 from tests.support.cni import run_cni
-from tests.support.cni_daemon import CNI_RULES, CNI_USER, shim_bin_dir
+from tests.support.cni_daemon import shim_bin_dir
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
 

@@ -17,7 +17,7 @@ from kubernetes import client
 
 from cni_shim import launcher
 from testbed.apiobjects import uid_of
-from tests.support.cni_daemon import CNI_RULES, CNI_USER, SHIM
+from testbed.cni_daemon import CNI_RULES, CNI_USER, SHIM
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns, pytest.mark.slow]
 

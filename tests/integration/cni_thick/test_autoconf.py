@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
+from testbed.cni_daemon import DAEMON, DaemonProc
 from testbed.cni_objects import create_pod
 from testbed.waiting import wait_for
 from tests.support.cni import run_cni
-from tests.support.cni_daemon import DAEMON, DaemonProc, pod_args, shim_bin_dir
+from tests.support.cni_daemon import pod_args, shim_bin_dir
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
 

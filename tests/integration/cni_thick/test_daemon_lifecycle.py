@@ -16,9 +16,10 @@ import pytest
 from kubernetes import client
 
 from testbed.apiobjects import name_of
+from testbed.cni_daemon import DAEMON_USER, shim_conf
 from testbed.cni_objects import create_pod
 from testbed.waiting import wait_for
-from tests.support.cni_daemon import DAEMON_USER, SANDBOX, pod_args, run_shim, shim_conf
+from tests.support.cni_daemon import SANDBOX, pod_args, run_shim
 
 CID = "c0ffee"
 

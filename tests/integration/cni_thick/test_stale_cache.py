@@ -16,9 +16,10 @@ from kubernetes import client
 
 from sriov_contract import keys
 from testbed.apiobjects import annotations_of, meta
+from testbed.cni_daemon import DAEMON_USER, shim_conf
 from testbed.cni_objects import bind_by_hand, create_nad, create_pod
 from testbed.waiting import wait_for
-from tests.support.cni_daemon import DAEMON_USER, pod_args, run_shim, shim_conf
+from tests.support.cni_daemon import pod_args, run_shim
 
 pytestmark = [pytest.mark.integration]
 

@@ -18,21 +18,16 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from testbed import access
-from tests.support.deploy import (
+from testbed.deployment import (
     CNI_NAMESPACE,
-    CNI_NEEDS,
     CNI_SA,
     DRIVER_NAMESPACE,
-    DRIVER_NEEDS,
     DRIVER_SA,
     EXAMPLES_DIR,
-    FORBIDDEN,
-    DeployCluster,
-    Permission,
-    deploy_objects,
     load_documents,
     service_account_user,
 )
+from tests.support.deploy import CNI_NEEDS, DRIVER_NEEDS, FORBIDDEN, DeployCluster, Permission, deploy_objects
 from tests.support.helm import render_chart
 
 pytestmark = pytest.mark.integration

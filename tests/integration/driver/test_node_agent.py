@@ -12,9 +12,9 @@ import pytest
 from kubernetes import client
 
 from testbed.claims import allocated_claim, claim_ref, custom_objects
+from testbed.fake_kubelet import KubeletDirs
 from testbed.node_agent import DRIVER, node_slices, put_attributes, put_policy, vf_names, wait_published
 from testbed.waiting import wait_for
-from tests.support.kubelet import KubeletDirs
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
 

@@ -19,7 +19,7 @@ import urllib3
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
-from testbed import faultproxy
+from testbed import faults
 from testbed.faultproxy import FaultProxy
 from testbed.waiting import wait_for
 
@@ -95,17 +95,17 @@ def test_passes_through_as_the_proxied_identity(fault_proxy: ProxyFactory, k8s_n
     assert 'User "sriov-dra-driver"' in json.loads(str(raised.value.body))["message"]
     (seen,) = proxy.requests
     assert (seen.verb, seen.status, seen.fault) == ("list", 403, None)
-    assert seen.target == faultproxy.ApiTarget("", "v1", "configmaps", k8s_namespace)
+    assert seen.target == faults.ApiTarget("", "v1", "configmaps", k8s_namespace)
 
 
 STATUS_FAULTS = [
-    (faultproxy.forbidden(), 403, "Forbidden"),
-    (faultproxy.not_found(), 404, "NotFound"),
-    (faultproxy.conflict(), 409, "Conflict"),
-    (faultproxy.conflict("AlreadyExists"), 409, "AlreadyExists"),
-    (faultproxy.invalid(), 422, "Invalid"),
-    (faultproxy.internal_error(), 500, "InternalError"),
-    (faultproxy.too_many_requests(retry_after=7), 429, "TooManyRequests"),
+    (faults.forbidden(), 403, "Forbidden"),
+    (faults.not_found(), 404, "NotFound"),
+    (faults.conflict(), 409, "Conflict"),
+    (faults.conflict("AlreadyExists"), 409, "AlreadyExists"),
+    (faults.invalid(), 422, "Invalid"),
+    (faults.internal_error(), 500, "InternalError"),
+    (faults.too_many_requests(retry_after=7), 429, "TooManyRequests"),
 ]
 
 
@@ -117,7 +117,7 @@ def test_status_fault_seen_by_both_clients(
     core_via: client.CoreV1Api,
     core_direct: client.CoreV1Api,
     k8s_namespace: str,
-    fault: faultproxy.Fault,
+    fault: faults.Fault,
     code: int,
     reason: str,
 ) -> None:
@@ -157,7 +157,7 @@ def test_status_fault_seen_by_both_clients(
 def test_timeout_never_answers_and_does_not_forward(
     admin_proxy: FaultProxy, core_via: client.CoreV1Api, core_direct: client.CoreV1Api, k8s_namespace: str
 ) -> None:
-    admin_proxy.add_rule(faultproxy.timeout(hold=60), verb="create", resource="configmaps")
+    admin_proxy.add_rule(faults.timeout(hold=60), verb="create", resource="configmaps")
 
     started = time.monotonic()
     with pytest.raises(urllib3.exceptions.ReadTimeoutError):
@@ -179,7 +179,7 @@ def test_timeout_never_answers_and_does_not_forward(
 def test_response_lost_really_created_the_object(
     admin_proxy: FaultProxy, core_via: client.CoreV1Api, core_direct: client.CoreV1Api, k8s_namespace: str
 ) -> None:
-    admin_proxy.add_rule(faultproxy.response_lost(), verb="create", resource="configmaps", times=2)
+    admin_proxy.add_rule(faults.response_lost(), verb="create", resource="configmaps", times=2)
 
     with pytest.raises(urllib3.exceptions.ProtocolError):
         core_via.create_namespaced_config_map(k8s_namespace, _typed("lost-client"))
@@ -201,7 +201,7 @@ def test_response_lost_really_created_the_object(
 def test_reset_aborts_without_forwarding(
     admin_proxy: FaultProxy, core_via: client.CoreV1Api, core_direct: client.CoreV1Api, k8s_namespace: str
 ) -> None:
-    admin_proxy.add_rule(faultproxy.reset(), verb="create", resource="configmaps")
+    admin_proxy.add_rule(faults.reset(), verb="create", resource="configmaps")
 
     with pytest.raises(urllib3.exceptions.ProtocolError) as raised:
         core_via.create_namespaced_config_map(k8s_namespace, _typed("reset"))
@@ -213,12 +213,12 @@ def test_reset_aborts_without_forwarding(
 
 def test_nth_request_only_and_runtime_rule_changes(admin_proxy: FaultProxy, k8s_namespace: str) -> None:
     path = f"/api/v1/namespaces/{k8s_namespace}/configmaps"
-    rule = admin_proxy.add_rule(faultproxy.internal_error(), method="GET", path=r"/configmaps$", nth=2)
+    rule = admin_proxy.add_rule(faults.internal_error(), method="GET", path=r"/configmaps$", nth=2)
     statuses = [_raw(admin_proxy, "GET", path)[0].status for _ in range(3)]
     assert statuses == [200, 500, 200]
     assert (rule.seen, rule.fired) == (3, 1)
 
-    added = admin_proxy.add_rule(faultproxy.not_found(), verb="list")
+    added = admin_proxy.add_rule(faults.not_found(), verb="list")
     assert _raw(admin_proxy, "GET", path)[0].status == 404
     admin_proxy.remove_rule(added)
     assert _raw(admin_proxy, "GET", path)[0].status == 200
@@ -244,19 +244,17 @@ def test_watch_streams_incrementally(
             seen = time.monotonic() - started
             stream.stop()
     creator.join()
-    assert seen is not None and seen < 30, faultproxy.faults_summary(admin_proxy.requests)
+    assert seen is not None and seen < 30, faults.faults_summary(admin_proxy.requests)
     assert any(r.verb == "watch" and r.status == 200 for r in admin_proxy.requests)
 
 
-@pytest.mark.parametrize(
-    "fault", [faultproxy.reset(), faultproxy.response_lost()], ids=["reset", "response-lost"]
-)
+@pytest.mark.parametrize("fault", [faults.reset(), faults.response_lost()], ids=["reset", "response-lost"])
 def test_official_client_silently_retries_a_dropped_read(
     admin_proxy: FaultProxy,
     core_via: client.CoreV1Api,
     core_direct: client.CoreV1Api,
     k8s_namespace: str,
-    fault: faultproxy.Fault,
+    fault: faults.Fault,
 ) -> None:
     # urllib3's default Retry re-sends idempotent methods after a dropped connection, so a single
     # dropped GET never reaches the caller; fault tests on reads must drop more than one request.
@@ -267,7 +265,7 @@ def test_official_client_silently_retries_a_dropped_read(
 
 
 def test_delay_forwards_late(admin_proxy: FaultProxy, core_via: client.CoreV1Api, k8s_namespace: str) -> None:
-    admin_proxy.add_rule(faultproxy.delay(1.5), verb="create", resource="configmaps", times=1)
+    admin_proxy.add_rule(faults.delay(1.5), verb="create", resource="configmaps", times=1)
     started = time.monotonic()
     created = core_via.create_namespaced_config_map(k8s_namespace, _typed("late"))
     assert time.monotonic() - started >= 1.5

@@ -27,10 +27,10 @@ from testbed.claims import (
     get_claim,
     wait_reserved,
 )
+from testbed.deployment import DRIVER_NAMESPACE, DRIVER_SA, service_account_user
 from testbed.managed_driver import binding_of, put_nad, shadows, sriov_config, start_agent
 from testbed.node_agent import DRIVER
 from testbed.waiting import wait_for
-from tests.support.deploy import DRIVER_NAMESPACE, DRIVER_SA, service_account_user
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns, pytest.mark.usefixtures("released_workloads")]
 

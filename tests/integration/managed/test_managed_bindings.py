@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client
 
 from sriov_contract.keys import PROTECTION_FINALIZER
-from testbed import faultproxy
+from testbed import faults
 from testbed.claims import NO_IMAGE, allocated_claim, create_pod, custom_objects, wait_reserved
 from testbed.managed_driver import (
     IDENTITY,
@@ -232,10 +232,8 @@ def test_lost_create_forbidden_patch_422_finalizer_and_foreign_finalizer(
     claim = allocated_claim(testbed, ns, classes.name_only, "c")
     uid = claim["metadata"]["uid"]
 
-    proxy.add_rule(
-        faultproxy.response_lost(), verb="create", resource="network-attachment-definitions", times=1
-    )
-    proxy.add_rule(faultproxy.forbidden(), verb="patch", resource="pods", times=1)
+    proxy.add_rule(faults.response_lost(), verb="create", resource="network-attachment-definitions", times=1)
+    proxy.add_rule(faults.forbidden(), verb="patch", resource="pods", times=1)
     out = managed_agent.prepare(claim)
     assert out.error.startswith("AccessDenied:"), out.error
     # the shadow the lost Create made was adopted and the state kept for a forward retry (by
@@ -256,7 +254,7 @@ def test_lost_create_forbidden_patch_422_finalizer_and_foreign_finalizer(
     assert managed_agent.records()[uid]["devices"][0]["managedBinding"]["phase"] == "Ready"
 
     set_finalizers(testbed, ns, shadow["metadata"]["name"], [PROTECTION_FINALIZER, "example.com/keep"])
-    proxy.add_rule(faultproxy.invalid(), verb="patch", resource="network-attachment-definitions", times=1)
+    proxy.add_rule(faults.invalid(), verb="patch", resource="network-attachment-definitions", times=1)
     assert managed_agent.unprepare(claim) == ""
     (kept,) = shadows(testbed, ns)
     assert kept["metadata"]["finalizers"] == ["example.com/keep"] and kept["metadata"]["deletionTimestamp"]

@@ -13,10 +13,10 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from sriov_operator.core.sourcenad import desired_nad
-from testbed import faultproxy
+from testbed import faults
+from testbed.deployment import OPERATOR_SA, service_account_user
 from testbed.waiting import wait_for
 from tests.integration.operator.conftest import DUAL_RAIL, INTERFACES, network, rail_policy
-from tests.support.deploy import OPERATOR_SA, service_account_user
 
 pytestmark = pytest.mark.integration
 
@@ -275,7 +275,7 @@ def test_a_failed_write_keeps_the_policy_unready_until_it_succeeds(
     node = cluster.add_node(DUAL_RAIL)
     cluster.node_state(node, INTERFACES)
     proxy = fault_proxy(identity=operator_identity)
-    rule = proxy.add_rule(faultproxy.internal_error(), verb="create", resource="deviceattributes")
+    rule = proxy.add_rule(faults.internal_error(), verb="create", resource="deviceattributes")
     cluster.put("sriovnetworknodepolicies", rail_policy("p", "ens1f0", None, cluster.ns))
     start_operator(kubeconfig=proxy.kubeconfig)
     cond = cluster.wait_condition("sriovnetworknodepolicies", "p", DRA, "DRAConfigurationSyncFailed")

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from testbed import faultproxy
+from testbed import faults
 from testbed.waiting import wait_for
 from tests.integration.operator.conftest import DUAL_RAIL, INTERFACES, network, rail_policy
 
@@ -62,7 +62,7 @@ def policy_objects(cluster) -> dict[str, list[str]]:
 
 def test_forbidden_node_config_write_withholds_ready_then_converges(cluster, proxied) -> None:
     proxy, start = proxied
-    rule = proxy.add_rule(faultproxy.forbidden(), verb="create", resource="sriovresourcepolicies")
+    rule = proxy.add_rule(faults.forbidden(), verb="create", resource="sriovresourcepolicies")
     a = cluster.put(POLICIES, rail_policy("a", "ens1f0", None, cluster.ns))
     b = cluster.put(POLICIES, rail_policy("b", "ens2f0", None, cluster.ns))
     start()
@@ -92,10 +92,8 @@ def test_conflicts_on_an_update_and_on_the_status_write_are_retried_to_the_curre
     start()
     applied(cluster, "p")
     # the next DeviceAttributes update and the next status write each meet a 409 once
-    update = proxy.add_rule(faultproxy.conflict(), verb="update", resource="deviceattributes", times=1)
-    status = proxy.add_rule(
-        faultproxy.conflict(), verb="patch", resource=POLICIES, subresource="status", times=1
-    )
+    update = proxy.add_rule(faults.conflict(), verb="update", resource="deviceattributes", times=1)
+    status = proxy.add_rule(faults.conflict(), verb="patch", resource=POLICIES, subresource="status", times=1)
     cluster.objs.patch_namespaced_custom_object(
         "sriovnetwork.openshift.io",
         "v1",
@@ -115,7 +113,7 @@ def test_a_lost_create_response_leaves_exactly_one_object_and_ready(cluster, pro
     """The create happened, its reply never arrived: the next pass finds the object by its
     deterministic name and does not create a second or report a failure it cannot see."""
     proxy, start = proxied
-    rule = proxy.add_rule(faultproxy.response_lost(), verb="create", resource="deviceattributes", times=1)
+    rule = proxy.add_rule(faults.response_lost(), verb="create", resource="deviceattributes", times=1)
     policy = cluster.put(POLICIES, rail_policy("p", "ens1f0", None, cluster.ns))
     start()
     applied(cluster, "p")
@@ -131,7 +129,7 @@ def test_a_lost_nad_create_response_leaves_one_source_nad_and_ready(cluster, pro
     proxy, start = proxied
     target = cluster.target_namespace()
     rule = proxy.add_rule(
-        faultproxy.response_lost(), verb="create", resource="network-attachment-definitions", times=1
+        faults.response_lost(), verb="create", resource="network-attachment-definitions", times=1
     )
     cluster.put("sriovnetworks", network("rail-a-net", target))
     start("--controllers", "network")
@@ -156,7 +154,7 @@ def test_a_lost_invalidation_delete_response_converges_without_ready(cluster, pr
     policy = cluster.put(POLICIES, rail_policy("p", "ens1f0", "rail-a-net", cluster.ns))
     start()
     applied(cluster, "p")
-    rule = proxy.add_rule(faultproxy.response_lost(), verb="delete", resource="deviceattributes", times=1)
+    rule = proxy.add_rule(faults.response_lost(), verb="delete", resource="deviceattributes", times=1)
     cluster.objs.delete_namespaced_custom_object(
         "sriovnetwork.openshift.io", "v1", cluster.ns, "sriovnetworks", "rail-a-net"
     )

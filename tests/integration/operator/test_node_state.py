@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
+from testbed.deployment import NODE_STATE_SA, service_account_user
+from testbed.fakenode import load_two_rail
 from testbed.fakesysfs import FakeSysfs
 from testbed.operator import issue_node_state_identity
 from testbed.sriov_topology import NodePlan, parse_topology, plan_node
 from testbed.waiting import wait_for
 from tests.integration.operator.conftest import DUAL_RAIL
-from tests.support.cni import load_two_rail
-from tests.support.deploy import NODE_STATE_SA, service_account_user
 
 pytestmark = pytest.mark.integration
 

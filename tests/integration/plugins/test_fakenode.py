@@ -4,9 +4,10 @@ import sys
 
 import pytest
 
-from testbed.fakenode import STATE_FILE, FakeNode, teardown
+from testbed.fakenode import STATE_FILE, TWO_RAIL, FakeNode, load_two_rail, teardown
+from testbed.netlinks import ns_links
 from testbed.waiting import wait_for
-from tests.support.cni import REPO, TWO_RAIL, load_two_rail, ns_links
+from tests.support.cni import REPO
 
 pytestmark = pytest.mark.netns
 

@@ -7,7 +7,8 @@ import subprocess
 
 import pytest
 
-from tests.support.cni import assert_vf_home, host_link, ipv4_addresses, ns_links, run_cni, run_cnitool
+from testbed.netlinks import host_link, ipv4_addresses, ns_links
+from tests.support.cni import assert_vf_home, run_cni, run_cnitool
 
 pytestmark = pytest.mark.netns
 

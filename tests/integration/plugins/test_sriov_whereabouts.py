@@ -8,7 +8,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from testbed.apiobjects import as_object
-from tests.support.cni import assert_vf_home, ipv4_addresses, ns_links, run_cni
+from testbed.netlinks import ipv4_addresses, ns_links
+from tests.support.cni import assert_vf_home, run_cni
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
 

@@ -30,9 +30,10 @@ from sriov_dra.core.shadowspec import shadow_object
 from sriov_dra.model import DRIVER_NAME
 from sriov_dra.prepare.crashpoints import CRASH_ENV, CRASH_EXIT, PREPARE_STEPS, UNPREPARE_STEPS
 from sriov_dra.state.cdi import CdiDir
-from testbed import faultproxy
+from testbed import faults
 from testbed.apiobjects import as_object
 from testbed.claims import allocated_claim, custom_objects
+from testbed.deployment import DRIVER_NAMESPACE
 from testbed.managed_driver import (
     IDENTITY,
     NAD,
@@ -47,7 +48,6 @@ from testbed.managed_driver import (
 )
 from testbed.node_agent import put_policy, wait_published
 from testbed.waiting import wait_for
-from tests.support.deploy import DRIVER_NAMESPACE
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns, pytest.mark.usefixtures("released_workloads")]
 
@@ -196,7 +196,7 @@ def test_metrics_count_slice_writes_api_errors_and_repair_passes(
 
     # a Forbidden Pod patch fails the prepare and is counted under its HTTP status
     assert metric(port, "sriov_dra_api_errors_total", {"status": "403"}) == 0
-    proxy.add_rule(faultproxy.forbidden(), namespace=ns, verb="patch", resource="pods", times=1)
+    proxy.add_rule(faults.forbidden(), namespace=ns, verb="patch", resource="pods", times=1)
     claim = allocated_claim(testbed, ns, classes.name_only, "c")
     out = managed_agent.prepare(claim)
     assert out.error.startswith("AccessDenied:"), out.error

@@ -22,6 +22,7 @@ from sriov_dra.core.passdrift import PassListing
 from sriov_dra.recovery.repair import RepairWorker
 from testbed.audit import AuditEvent
 from testbed.claims import allocated_claim, create_pod
+from testbed.deployment import DRIVER_NAMESPACE, DRIVER_SA, service_account_user
 from testbed.managed_driver import (
     IDENTITY,
     NAD,
@@ -35,7 +36,6 @@ from testbed.managed_driver import (
 )
 from testbed.repair_service import in_process_service
 from testbed.waiting import wait_for
-from tests.support.deploy import DRIVER_NAMESPACE, DRIVER_SA, service_account_user
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns, pytest.mark.usefixtures("released_workloads")]
 

@@ -15,7 +15,7 @@ import sriov_dra.kube.transport
 from sriov_contract.keys import MANAGED_BY_LABEL, MANAGED_BY_VALUE, NODE_UID_LABEL
 from sriov_dra.apierrors import ApiError
 from sriov_dra.kube.resources import KubeShadowLister
-from testbed import faultproxy
+from testbed import faults
 
 pytestmark = pytest.mark.integration
 
@@ -61,9 +61,9 @@ def test_every_labelled_shadow_of_the_node_comes_whole_out_of_a_streamed_list(
 @pytest.mark.parametrize(
     ("fault", "status", "reason"),
     [
-        (faultproxy.forbidden(), 403, "AccessDenied"),
-        (faultproxy.internal_error(), 500, "ApiRequestFailed"),
-        (faultproxy.reset(), 0, "ApiRequestFailed"),
+        (faults.forbidden(), 403, "AccessDenied"),
+        (faults.internal_error(), 500, "ApiRequestFailed"),
+        (faults.reset(), 0, "ApiRequestFailed"),
     ],
 )
 def test_a_failed_list_is_a_reasoned_api_error(testbed, fault_proxy, fault, status, reason) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from testbed import images, realnode
+from testbed import images, realnode_config
 
 
 def _members(data: bytes) -> dict[str, tarfile.TarInfo]:
@@ -66,7 +66,7 @@ def test_workload_image_has_busybox_applets_and_a_bash_that_runs_sh(tmp_path: Pa
 
 
 def test_kubelet_config_parses_and_carries_the_host_settings(tmp_path: Path) -> None:
-    text = realnode.kubelet_config(
+    text = realnode_config.kubelet_config(
         node_dir=tmp_path,
         runtime_socket=tmp_path / "c.sock",
         ca_file=tmp_path / "ca.crt",
@@ -92,7 +92,7 @@ def test_kubelet_config_parses_and_carries_the_host_settings(tmp_path: Path) -> 
 
 
 def test_containerd_config_is_version_4_with_the_cri_settings_this_host_needs(tmp_path: Path) -> None:
-    text = realnode.containerd_config(
+    text = realnode_config.containerd_config(
         node_dir=tmp_path,
         socket=tmp_path / "c.sock",
         cni_conf_dir=tmp_path / "net.d",

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.deploy import DEPLOY_DIR, REPO_ROOT, load_documents
+from testbed.deployment import DEPLOY_DIR, load_documents
+from tests.support.deploy import REPO_ROOT
 
 INSTRUCTIONS = {
     "ADD", "ARG", "CMD", "COPY", "ENTRYPOINT", "ENV", "EXPOSE", "FROM", "HEALTHCHECK", "LABEL",

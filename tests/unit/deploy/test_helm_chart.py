@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.deploy import DEPLOY_DIR, OPERATOR_DIR
+from testbed.deployment import DEPLOY_DIR, OPERATOR_DIR
 from tests.support.helm import (
     CHART_DIR,
     HELM_LABELS,

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.deploy import DEPLOY_DIR, REPO_ROOT
+from testbed.deployment import DEPLOY_DIR
+from tests.support.deploy import REPO_ROOT
 
 BUNDLE = DEPLOY_DIR / "cni" / "bundle-host-shim"
 INSTALL = DEPLOY_DIR / "cni" / "install-host-shim"

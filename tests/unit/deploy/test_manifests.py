@@ -10,19 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.deploy import (
-    CNI_NAMESPACE,
-    CNI_NEEDS,
-    CNI_SA,
-    DEPLOY_DIR,
-    DRIVER_NAMESPACE,
-    DRIVER_NEEDS,
-    DRIVER_SA,
-    OPERATOR_DIR,
-    Permission,
-    deploy_objects,
-    kustomization_resources,
-)
+from testbed.deployment import CNI_NAMESPACE, CNI_SA, DEPLOY_DIR, DRIVER_NAMESPACE, DRIVER_SA, OPERATOR_DIR
+from tests.support.deploy import CNI_NEEDS, DRIVER_NEEDS, Permission, deploy_objects, kustomization_resources
 
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "DeviceClass"}
 

@@ -7,19 +7,16 @@ from typing import Any
 
 import yaml
 
-from tests.support.deploy import (
+from testbed.deployment import (
     DEPLOY_DIR,
     DRIVER_NAMESPACE,
     DRIVER_SA,
-    NODE_STATE_NEEDS,
     NODE_STATE_SA,
     OPERATOR_DIR,
     OPERATOR_NAMESPACE,
-    OPERATOR_NEEDS,
     OPERATOR_SA,
-    deploy_objects,
-    operator_objects,
 )
+from tests.support.deploy import NODE_STATE_NEEDS, OPERATOR_NEEDS, deploy_objects, operator_objects
 from tests.unit.deploy.test_manifests import granted
 
 

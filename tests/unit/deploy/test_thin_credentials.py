@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cni_shim.kube import kubeconfig
-from tests.support.deploy import DEPLOY_DIR
+from testbed.deployment import DEPLOY_DIR
 
 SCRIPT = DEPLOY_DIR / "cni" / "thin-credentials"
 

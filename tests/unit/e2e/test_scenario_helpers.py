@@ -10,7 +10,8 @@ import pytest
 from kubernetes import client
 
 from sriov_contract import keys
-from testbed import e2e
+from testbed.checks import check_interfaces, check_no_user_selection, check_sources_unchanged
+from testbed.driver import DRIVER
 from testbed.kubelet_sim import (
     KubeletError,
     PodRecord,
@@ -20,6 +21,9 @@ from testbed.kubelet_sim import (
     pod_claim_names,
     pod_ips,
 )
+from testbed.observation import Observed
+from testbed.results import FAIL, PASS, SKIP, Check, Result, Row, render_checks, render_table
+from testbed.workloads import Workload, find, load_examples, substitute
 
 
 def _pod(spec_claims, statuses=None):
@@ -56,9 +60,9 @@ def test_claim_drivers_needs_an_allocation() -> None:
         claim_drivers(claim)
     assert err.value.reason == "ClaimNotAllocated"
     claim["status"] = {
-        "allocation": {"devices": {"results": [{"driver": "gpu.nvidia.com"}, {"driver": e2e.DRIVER}]}}
+        "allocation": {"devices": {"results": [{"driver": "gpu.nvidia.com"}, {"driver": DRIVER}]}}
     }
-    assert claim_drivers(claim) == {"gpu.nvidia.com", e2e.DRIVER}
+    assert claim_drivers(claim) == {"gpu.nvidia.com", DRIVER}
 
 
 def test_sandbox_passes_containerd_style_cni_args_naming_its_own_container() -> None:
@@ -85,9 +89,9 @@ def test_pod_ips_strip_prefix_lengths() -> None:
 
 
 def test_substitution_touches_only_pf_names_and_the_whereabouts_datastore() -> None:
-    docs = e2e.load_examples("multus-auto-gpu-nic-pairs.yaml")
+    docs = load_examples("multus-auto-gpu-nic-pairs.yaml")
     ipam = {"configuration_path": "/x/whereabouts.conf", "kubernetes": {"kubeconfig": "/x/kc"}}
-    out = e2e.substitute(docs, {"ens1f0": "fab1ens1f0", "ens2f0": "fab1ens2f0"}, ipam)
+    out = substitute(docs, {"ens1f0": "fab1ens1f0", "ens2f0": "fab1ens2f0"}, ipam)
     assert len(out) == len(docs)
     changed = [(a["kind"], a["metadata"]["name"]) for a, b in zip(docs, out, strict=True) if a != b]
     assert sorted(changed) == [
@@ -95,45 +99,45 @@ def test_substitution_touches_only_pf_names_and_the_whereabouts_datastore() -> N
         ("NetworkAttachmentDefinition", "rail-b-net"),
         ("SriovResourcePolicy", "dual-rail-netdevice-policy"),
     ]
-    policy = e2e.find(out, "SriovResourcePolicy")
+    policy = find(out, "SriovResourcePolicy")
     assert [c["resourceFilters"][0]["pfNames"] for c in policy["spec"]["configs"]] == [
         ["fab1ens1f0"],
         ["fab1ens2f0"],
     ]
     for name in ("rail-a-net", "rail-b-net"):
-        before = json.loads(e2e.find(docs, "NetworkAttachmentDefinition", name)["spec"]["config"])
-        after = json.loads(e2e.find(out, "NetworkAttachmentDefinition", name)["spec"]["config"])
+        before = json.loads(find(docs, "NetworkAttachmentDefinition", name)["spec"]["config"])
+        after = json.loads(find(out, "NetworkAttachmentDefinition", name)["spec"]["config"])
         assert after["ipam"] == {**before["ipam"], **ipam}
         assert {k: v for k, v in after.items() if k != "ipam"} == {
             k: v for k, v in before.items() if k != "ipam"
         }
     # the inputs are untouched
-    assert e2e.find(docs, "SriovResourcePolicy")["spec"]["configs"][0]["resourceFilters"][0]["pfNames"] == [
+    assert find(docs, "SriovResourcePolicy")["spec"]["configs"][0]["resourceFilters"][0]["pfNames"] == [
         "ens1f0"
     ]
 
 
-def _row(request: str, interface: str, ip: str = "192.0.2.10/24") -> e2e.Row:
-    return e2e.Row(
+def _row(request: str, interface: str, ip: str = "192.0.2.10/24") -> Row:
+    return Row(
         request, "gpu-0", "0000:17:00.2", "pci0000:16", "rail-a", "ns/src", "dra-sriov-x", interface, ip
     )
 
 
-def _observed(rows, annotations=None) -> e2e.Observed:
+def _observed(rows, annotations=None) -> Observed:
     pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "u1", "annotations": annotations or {}}}
-    return e2e.Observed(pod=pod, claim={}, shadows=[], links={}, rows=rows)
+    return Observed(pod=pod, claim={}, shadows=[], links={}, rows=rows)
 
 
 def test_interfaces_must_follow_request_order() -> None:
-    good = e2e.check_interfaces(_observed([_row("nic-0", "dra0"), _row("nic-1", "dra1")]))
-    assert (good.status, good.name) == (e2e.PASS, "nic-0 and nic-1 become dra0 and dra1")
-    swapped = e2e.check_interfaces(_observed([_row("nic-0", "dra1"), _row("nic-1", "dra0")]))
-    assert swapped.status == e2e.FAIL
-    assert e2e.check_interfaces(_observed([])).status == e2e.FAIL
+    good = check_interfaces(_observed([_row("nic-0", "dra0"), _row("nic-1", "dra1")]))
+    assert (good.status, good.name) == (PASS, "nic-0 and nic-1 become dra0 and dra1")
+    swapped = check_interfaces(_observed([_row("nic-0", "dra1"), _row("nic-1", "dra0")]))
+    assert swapped.status == FAIL
+    assert check_interfaces(_observed([])).status == FAIL
 
 
 def test_a_selection_the_driver_did_not_generate_fails_the_no_user_selection_check() -> None:
-    workload = e2e.Workload(
+    workload = Workload(
         "w",
         admin=(),
         workload=({"kind": "ResourceClaimTemplate", "metadata": {"name": "t"}},),
@@ -146,34 +150,34 @@ def test_a_selection_the_driver_did_not_generate_fails_the_no_user_selection_che
         keys.REGISTRY_ANNOTATION: json.dumps(registry),
         keys.NETWORKS_ANNOTATION: json.dumps(owned),
     }
-    assert e2e.check_no_user_selection(_observed([], annotations), workload, ["src"]).status == e2e.PASS
+    assert check_no_user_selection(_observed([], annotations), workload, ["src"]).status == PASS
     annotations[keys.NETWORKS_ANNOTATION] = json.dumps([*owned, {"name": "src"}])
-    failed = e2e.check_no_user_selection(_observed([], annotations), workload, ["src"])
-    assert failed.status == e2e.FAIL and "nobody generated" in failed.detail
-    naming = e2e.Workload(
+    failed = check_no_user_selection(_observed([], annotations), workload, ["src"])
+    assert failed.status == FAIL and "nobody generated" in failed.detail
+    naming = Workload(
         "w", (), ({"kind": "DeviceClass", "spec": "netAttachDefName: src"},), workload.pod, frozenset()
     )
-    assert e2e.check_no_user_selection(_observed([], {}), naming, ["src"]).status == e2e.FAIL
+    assert check_no_user_selection(_observed([], {}), naming, ["src"]).status == FAIL
 
 
 def test_sources_unchanged_compares_uid_version_and_config() -> None:
     before = {"a": ("u", "1", "{}")}
-    assert e2e.check_sources_unchanged(before, dict(before)).status == e2e.PASS
-    assert e2e.check_sources_unchanged(before, {"a": ("u", "2", "{}")}).status == e2e.FAIL
-    assert e2e.check_sources_unchanged(before, {}).status == e2e.FAIL
+    assert check_sources_unchanged(before, dict(before)).status == PASS
+    assert check_sources_unchanged(before, {"a": ("u", "2", "{}")}).status == FAIL
+    assert check_sources_unchanged(before, {}).status == FAIL
 
 
 def test_result_is_ok_unless_something_failed_and_renders_one_line_per_row() -> None:
-    result = e2e.Result("s", "thick", rows=[_row("nic-0", "dra0"), _row("nic-1", "dra1", "198.51.100.10/24")])
-    result.checks = [e2e.Check("a", e2e.PASS), e2e.Check("b", e2e.SKIP, "thin mode")]
+    result = Result("s", "thick", rows=[_row("nic-0", "dra0"), _row("nic-1", "dra1", "198.51.100.10/24")])
+    result.checks = [Check("a", PASS), Check("b", SKIP, "thin mode")]
     ok_before = result.ok
-    result.after_teardown = [e2e.Check("c", e2e.FAIL, "left: x")]
+    result.after_teardown = [Check("c", FAIL, "left: x")]
     assert ok_before and not result.ok
     assert result.to_json()["ok"] is False
-    lines = e2e.render_table(result.rows).splitlines()
+    lines = render_table(result.rows).splitlines()
     assert lines[0].split()[:2] == ["request", "GPU"] and len(lines) == 4
     assert "198.51.100.10/24" in lines[3] and "dra1" in lines[3]
-    text = e2e.render_checks(result.checks)
+    text = render_checks(result.checks)
     assert "PASS  a" in text and "SKIP  b\n        thin mode" in text
 
 
@@ -221,14 +225,14 @@ class _Core:
 
 
 def _kubelet(steps: _Steps) -> SimulatedKubelet:
-    kubelet = SimulatedKubelet(client.ApiClient(), "node", {e2e.DRIVER: steps}, steps)
+    kubelet = SimulatedKubelet(client.ApiClient(), "node", {DRIVER: steps}, steps)
     kubelet.core = _Core()  # type: ignore[assignment]
     return kubelet
 
 
 def _record(uid: str = "u1") -> PodRecord:
     # A netns that does not exist: its removal is "already gone", which is done.
-    return PodRecord(Sandbox("ns", "p", uid, "ks-none"), {e2e.DRIVER: [("ns", "c", "cu1")]}, {})
+    return PodRecord(Sandbox("ns", "p", uid, "ks-none"), {DRIVER: [("ns", "c", "cu1")]}, {})
 
 
 def test_teardown_runs_cni_del_before_unprepare_like_kubelet() -> None:
@@ -285,7 +289,7 @@ def test_release_all_tears_down_what_is_left_and_names_each_pod() -> None:
 def test_a_host_network_pod_gets_no_netns_and_no_cni_but_its_claims_are_unprepared() -> None:
     steps = _Steps()
     kubelet = _kubelet(steps)
-    kubelet._claims_by_driver = lambda pod: {e2e.DRIVER: [("ns", "c", "cu1")]}  # type: ignore[method-assign]
+    kubelet._claims_by_driver = lambda pod: {DRIVER: [("ns", "c", "cu1")]}  # type: ignore[method-assign]
     pod: dict[str, Any] = {
         "metadata": {"name": "p", "namespace": "ns", "uid": "u1"},
         "spec": {"hostNetwork": True},

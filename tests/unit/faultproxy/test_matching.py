@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from testbed import faultproxy
-from testbed.faultproxy import ApiTarget, Rule, parse_target, verb_of
+from testbed import faults
+from testbed.faults import ApiTarget, Rule, parse_target, verb_of
 
 NS = "ai-workloads"
 
@@ -54,14 +54,14 @@ def test_verb_of(method: str, path: str, verb: str) -> None:
 
 
 def test_rule_filters_and_counts_only_matching_requests() -> None:
-    rule = Rule(faultproxy.conflict(), resource="pods", name="p1", after=1, times=2)
+    rule = Rule(faults.conflict(), resource="pods", name="p1", after=1, times=2)
     paths = ["/api/v1/namespaces/ns/pods/p1", "/api/v1/namespaces/ns/pods/p2"] * 4
     assert [rule.offer("GET", p) for p in paths] == [False, False, True, False, True, False, False, False]
     assert (rule.seen, rule.fired, rule.exhausted) == (4, 2, True)
 
 
 def test_a_taken_request_still_counts_but_does_not_fire() -> None:
-    rule = Rule(faultproxy.not_found(), verb="list", after=1, times=1)
+    rule = Rule(faults.not_found(), verb="list", after=1, times=1)
     assert rule.offer("GET", "/api/v1/pods", taken=True) is False
     assert rule.offer("GET", "/api/v1/pods", taken=True) is False
     assert rule.offer("GET", "/api/v1/pods") is True
@@ -69,7 +69,7 @@ def test_a_taken_request_still_counts_but_does_not_fire() -> None:
 
 
 def test_status_faults_carry_kubernetes_reasons() -> None:
-    assert [faultproxy.status(c).reason for c in (403, 404, 409, 422, 429, 500)] == [
+    assert [faults.status(c).reason for c in (403, 404, 409, 422, 429, 500)] == [
         "Forbidden",
         "NotFound",
         "Conflict",
@@ -77,4 +77,4 @@ def test_status_faults_carry_kubernetes_reasons() -> None:
         "TooManyRequests",
         "InternalError",
     ]
-    assert faultproxy.too_many_requests(retry_after=3).retry_after == 3
+    assert faults.too_many_requests(retry_after=3).retry_after == 3

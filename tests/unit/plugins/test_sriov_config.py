@@ -8,9 +8,9 @@ from plugins.sriov.config import (
     parse_netconf,
 )
 from plugins.sriov.sysfs import resolve_vf
+from testbed.fakenode import load_two_rail
 from testbed.fakesysfs import FakeSysfs
 from testbed.sriov_topology import parse_topology, plan_node
-from tests.support.cni import load_two_rail
 
 BASE = {"cniVersion": "1.0.0", "name": "n", "type": "sriov", "deviceID": "0000:17:00.2"}
 

@@ -3,9 +3,9 @@ import os
 import pytest
 
 from sriov_contract.errors import ReasonedError
+from testbed.fakenode import load_two_rail
 from testbed.fakesysfs import FakeSysfs, remove_tree
 from testbed.sriov_topology import parse_topology, plan_node, vf_bdf
-from tests.support.cni import load_two_rail
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from sriov_contract import keys
-from tests.support.cni_shim import POD_UID, managed_shadow, registry_annotation, sriov_config
+from testbed.managed_shadows import POD_UID, managed_shadow, registry_annotation, rendered_sriov_config
 
 NS = "ns1"
 
@@ -93,13 +93,13 @@ OTHER_UID = "99999999-2222-3333-4444-555555555555"
         (_meta("finalizers", []), "ManagedShadowUnprotected"),
         (_meta("deletionTimestamp", "2026-01-01T00:00:00Z"), "ManagedShadowTerminating"),
         (_annotation(keys.RESOURCE_NAME_ANNOTATION, ""), "ManagedShadowHasResourceName"),
-        (_config(sriov_config("0000:03:00.1") + " "), "ManagedShadowConfigHashMismatch"),
+        (_config(rendered_sriov_config("0000:03:00.1") + " "), "ManagedShadowConfigHashMismatch"),
         (
             _config(json.dumps({"cniVersion": "1.0.0", "name": "x", "type": "macvlan"})),
             "ManagedShadowConfigNotStaticSriov",
         ),
-        (_config(sriov_config("0000:03:00.1", pciBusID="0000:03:00.2")), "ManagedShadowPciMismatch"),
-        (_config(sriov_config("0000:03:00.2")), "ManagedShadowPciMismatch"),
+        (_config(rendered_sriov_config("0000:03:00.1", pciBusID="0000:03:00.2")), "ManagedShadowPciMismatch"),
+        (_config(rendered_sriov_config("0000:03:00.2")), "ManagedShadowPciMismatch"),
     ],
 )
 def test_each_failed_check_is_named_and_nothing_runs(shim, mutate, reason):

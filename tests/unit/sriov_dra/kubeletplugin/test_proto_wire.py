@@ -16,7 +16,7 @@ import pytest
 from sriov_dra.kubeletplugin.api import ClaimRef, DeviceResult, PrepareOutcome
 from sriov_dra.kubeletplugin.gen import dra_v1_pb2, dra_v1beta1_pb2, pluginregistration_v1_pb2
 from sriov_dra.kubeletplugin.server import KubeletPlugin, SocketPaths
-from tests.support.kubelet import KubeletDirs
+from testbed.fake_kubelet import KubeletDirs
 
 DRA = {
     "v1": ("k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin", dra_v1_pb2),

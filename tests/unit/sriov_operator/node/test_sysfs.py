@@ -6,9 +6,9 @@ import pytest
 
 from sriov_operator.node.sysfs import read_pfs
 from sriov_operator.reasons import NODE_INVENTORY_UNREADABLE, OperatorError
+from testbed.fakenode import load_two_rail
 from testbed.fakesysfs import FakeSysfs
 from testbed.sriov_topology import parse_topology, plan_node
-from tests.support.cni import load_two_rail
 
 
 def test_reads_every_sriov_pf_with_its_vfs_and_skips_other_devices(tmp_path: Path) -> None:

@@ -1,0 +1,86 @@
+"""What a real node (testbed/realnode.py) changes on the host, and how its teardown finds and puts
+back each: the kubelet's sysctls, its cgroup subtree, the mounts under its directories, and the
+containerd shims of one containerd."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+# The kubelet's kernel tunables (pkg/kubelet/cm setupKernelTunables) plus the keyring limits it
+# raises; all are host-wide, so the first value seen is put back at teardown.
+KUBELET_SYSCTLS = (
+    "vm/overcommit_memory",
+    "vm/panic_on_oom",
+    "kernel/panic",
+    "kernel/panic_on_oops",
+    "kernel/keys/root_maxkeys",
+    "kernel/keys/root_maxbytes",
+)
+CGROUP_V1_ROOT = Path("/sys/fs/cgroup")
+
+
+def read_sysctls() -> dict[str, str]:
+    out = {}
+    for name in KUBELET_SYSCTLS:
+        with contextlib.suppress(OSError):
+            out[name] = (Path("/proc/sys") / name).read_text().strip()
+    return out
+
+
+def restore_sysctls(saved: Mapping[str, str]) -> list[str]:
+    restored = []
+    for name, value in saved.items():
+        path = Path("/proc/sys") / name
+        with contextlib.suppress(OSError):
+            if path.read_text().strip() != value:
+                path.write_text(value)
+                restored.append(f"{name.replace('/', '.')}={value}")
+    return restored
+
+
+def cgroup_hierarchies() -> list[Path]:
+    if (CGROUP_V1_ROOT / "cgroup.controllers").is_file():
+        return [CGROUP_V1_ROOT]  # unified (v2)
+    return sorted(p for p in CGROUP_V1_ROOT.iterdir() if p.is_dir() and not p.is_symlink())
+
+
+def remove_cgroup_tree(root: Path) -> list[str]:
+    """rmdir bottom-up (cgroup dirs cannot be removed recursively); returns what could not go."""
+    if not root.is_dir():
+        return []
+    left = []
+    for path in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+        try:
+            path.rmdir()
+        except OSError:
+            left.append(str(path))
+    try:
+        root.rmdir()
+    except OSError:
+        left.append(str(root))
+    return left
+
+
+def mounts_under(prefix: Path) -> list[str]:
+    out = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        mount_point = line.split()[4].replace("\\040", " ")
+        if mount_point == str(prefix) or mount_point.startswith(str(prefix) + "/"):
+            out.append(mount_point)
+    return out
+
+
+def pids_with(binary: Path, needle: str) -> list[int]:
+    """Live processes running ``binary`` whose command line contains ``needle``: the shims that
+    serve one containerd (their ``-address`` names its socket), never anyone else's."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if os.readlink(proc / "exe") == str(binary) and needle in (proc / "cmdline").read_text():
+                pids.append(int(proc.name))
+    return pids

@@ -1,0 +1,318 @@
+"""One node of the end-to-end bed, composed of its components, on a running control plane.
+
+Everything is real except the hardware: the fake SR-IOV node (testbed/fakenode.py), the node's
+CNI (testbed/nodecni.py: ``cni-shim`` thick with ``cni-shim-daemon`` and live reads, or thin;
+``plugins/sriov`` on the fake node's veth VFs with real whereabouts; ptp + host-local as the
+cluster network), ``sriov-dra-driver`` with auto-attach (testbed/driver.py), the kubelet
+(testbed/kubelets.py: the real one with containerd and runc, or, where that cannot run
+(``realnode.unavailable_reason``), the simulated one; callers say so to the user), and the GPU
+stand-in (testbed/gpu_plugin.py). ``Stack`` starts them in the order they depend on each other
+and stops them in reverse, each step even when another failed; with ``second_node`` a second real
+node runs as ``peer``. What runs on it is in testbed/scenario.py.
+
+Used by ``scripts/demo.py`` (``make demo``), ``scripts/soak.py`` and ``tests/e2e``::
+
+    with Stack(bed, thick=...) as stack:
+        result = run_pairs(stack)          # apply, schedule, prepare, ADD, observe, check, tear down
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from kubernetes.client.exceptions import ApiException
+
+from sriov_contract.errors import ReasonedError
+from testbed import bootstrap, realnode
+from testbed.bed import TestBed
+from testbed.cluster import Cluster
+from testbed.deployment import DRIVER_NAMESPACE
+from testbed.driver import Driver
+from testbed.fake_kubelet import KubeletDirs
+from testbed.fakenode import FakeNode, load_two_rail
+from testbed.gpu_plugin import GpuStandIn
+from testbed.kubelets import REAL, Kubelet, RealKubelet, SimKubelet
+from testbed.nodecni import NodeCni
+from testbed.tools import ToolSet
+from testbed.workloads import NODE_LABEL, WORKLOAD_NS
+
+POD_SUBNET = "10.241.0.0/24"
+# The second node's cluster network: host-local on each node leases from its own range, and ptp's
+# host routes of both nodes share this machine's routing table, so the ranges must be disjoint.
+SECOND_NODE_POD_SUBNET = "10.241.1.0/24"
+SECOND_NODE_SUFFIX = "-b"
+
+
+class Stack:
+    """The fake node, the CNI, the driver, the kubelet and the GPU stand-in of one node, and the
+    cluster as seen from it (``cluster``); ``Stack(...)`` then ``up()``/``down()``, or ``with``."""
+
+    def __init__(
+        self,
+        bed: TestBed,
+        *,
+        thick: bool,
+        kubelet: str = REAL,
+        say: Callable[[str], None] = lambda s: None,
+        second_node: bool = False,
+        node_name: str | None = None,
+        pod_subnet: str = POD_SUBNET,
+    ) -> None:
+        """``second_node``: also run a second real node (its own fake SR-IOV node, containerd,
+        kubelet, driver and CNI daemon) as ``peer``, so the scheduler has two nodes; opt-in because
+        it doubles the stack's start-up cost. ``node_name``/``pod_subnet`` are the peer's."""
+        if second_node and kubelet != REAL:
+            raise ReasonedError("SecondNodeNeedsRealKubelet", "a second node runs only on the real kubelet")
+        self.bed, self.thick, self.kubelet_kind, self.say = bed, thick, kubelet, say
+        self.second_node = second_node
+        self.node_name = node_name or bed.node_name
+        self.pod_subnet = pod_subnet
+        self.peer: Stack | None = None
+        self.run = Path(tempfile.mkdtemp(prefix="e2e", dir="/tmp"))
+        root = self.run / "kubelet"
+        dirs = KubeletDirs(root, root / "plugins_registry", root / "plugins", self.run / "cdi")
+        self.node: FakeNode | None = None
+        self.cni = NodeCni(
+            bed, self.run, thick=thick, pod_subnet=pod_subnet, node=lambda: self.fake_node, say=say
+        )
+        self.kubelet: Kubelet = (
+            RealKubelet(bed, node_name=self.node_name, run=self.run, dirs=dirs, cni=self.cni)
+            if self.real
+            else SimKubelet(
+                bed, node_name=self.node_name, dirs=dirs, cni=self.cni, driver_output=self._driver_output
+            )
+        )
+        self.cluster = Cluster(bed, self.kubelet)
+        self.driver = Driver(
+            bed,
+            self.cluster,
+            node_name=self.node_name,
+            run=self.run,
+            dirs=dirs,
+            node=lambda: self.fake_node,
+            say=say,
+            kubelet_log=self._kubelet_log if self.real else None,
+        )
+        self.gpus = GpuStandIn(self.cluster, node_name=self.node_name, dirs=dirs, node=lambda: self.fake_node)
+        self.timings: dict[str, float] = {}
+        # What down() found this run's sandboxes left on the node (and then removed).
+        self.left_behind: list[str] = []
+
+    @property
+    def real(self) -> bool:
+        return self.kubelet_kind == REAL
+
+    @property
+    def node_runtime(self) -> realnode.RealNode:
+        """containerd and the real kubelet (a stack on the real kubelet, after up())."""
+        assert isinstance(self.kubelet, RealKubelet), "a Stack on the real kubelet"
+        return self.kubelet.node
+
+    @property
+    def fake_node(self) -> FakeNode:
+        assert self.node is not None, "Stack.up() first"
+        return self.node
+
+    def _driver_output(self) -> str:
+        return self.driver.output()
+
+    def _kubelet_log(self) -> str:
+        return self.node_runtime.log_tail()
+
+    @property
+    def nodes(self) -> list[Stack]:
+        """This node's stack and, with ``second_node``, the peer's."""
+        return [self, *([self.peer] if self.peer is not None else [])]
+
+    def on(self, node_name: str) -> Stack:
+        """The stack of the node named ``node_name`` (a Pod's ``spec.nodeName``)."""
+        for stack in self.nodes:
+            if stack.node_name == node_name:
+                return stack
+        raise ReasonedError("UnknownNode", f"node {node_name!r} is not one of this stack's nodes")
+
+    def label_nodes(self, on: bool) -> None:
+        """Label (or unlabel) every node of the stack for the workloads' nodeSelector."""
+        self.cluster.label_nodes([stack.node_name for stack in self.nodes], NODE_LABEL, on)
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+
+    def __enter__(self) -> Stack:
+        try:
+            self.up()
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
+    def up(self) -> None:
+        started = time.monotonic()
+        self.say("Creating the fake SR-IOV node (two PCIe roots, one rail PF and one GPU under each)...")
+        self.node = FakeNode.up(load_two_rail(), self.run / "sys")
+        for name in (DRIVER_NAMESPACE, WORKLOAD_NS):
+            self.bed.create_namespace(name, exist_ok=True)
+        self.cni.install_whereabouts()
+        self.cni.install()
+        if self.real:
+            # Before the driver: the kubelet deletes its node's ResourceSlices each time it starts.
+            self._start_real_node()
+        self.driver.grant(self.node_runtime.workload_ref if self.real else None)
+        self.cni.grant()
+        self.driver.start()
+        if self.thick:
+            self.cni.start_daemon()
+        if self.real:
+            self.driver.wait_registered()
+            self.gpus.start_plugin(lambda: self.node_runtime.log_tail(errors_only=True))
+        else:
+            self.kubelet.start()
+        if self.second_node:
+            self._start_peer()
+        self.timings["stack_up_s"] = round(time.monotonic() - started, 2)
+
+    def _start_real_node(self) -> None:
+        self.say("Starting containerd and the real kubelet (the bed's Node)...")
+        self.kubelet.start()
+        if self.node_name != self.bed.node_name:
+            # The peer's kubelet registered its Node just now, tainted not-ready at admission.
+            bootstrap.remove_taints(self.cluster.api, self.node_name)
+
+    def _start_peer(self) -> None:
+        self.say("Starting the second node (fake SR-IOV node, containerd, kubelet, driver, CNI)...")
+        self.peer = Stack(
+            self.bed,
+            thick=self.thick,
+            say=self.say,
+            node_name=self.node_name + SECOND_NODE_SUFFIX,
+            pod_subnet=SECOND_NODE_POD_SUBNET,
+        )
+        self.peer.__enter__()
+
+    def kill(self, component: str) -> None:
+        """SIGKILL one of this node's processes (a crash: no cleanup of its own), then start it
+        again and wait until it serves: the driver registered with the kubelet, the daemon
+        accepting on its socket, the kubelet Ready."""
+        if component == "kubelet":
+            self.node_runtime.stop_kubelet(kill=True)
+            self.node_runtime.start_kubelet()
+        elif component == "driver":
+            self.driver.kill()
+        elif component == "daemon":
+            daemon = self.cni.daemon
+            assert daemon is not None, f"no {component} runs on {self.node_name}"
+            daemon.proc.kill()
+            daemon.proc.wait()
+            self.cni.start_daemon()
+        else:
+            raise ReasonedError("UnknownComponent", f"{component!r} is not a driver, daemon or kubelet")
+
+    def down(self) -> None:
+        """Stop everything, dependents first; every step runs even when an earlier one failed, so a
+        failed run leaves no process, netns, veth or directory behind either."""
+        with contextlib.ExitStack() as steps:
+            for step in reversed(
+                (
+                    self._stop_peer,
+                    self._stop_kubelet,
+                    self.cni.stop_daemon,
+                    self.driver.stop,
+                    self.driver.revoke,
+                    lambda: self.cluster.delete_slices(self.cluster.slices(self.node_name)),
+                    self._sweep_sandboxes,
+                    self._remove_node,
+                    self._delete_node_object,
+                    lambda: shutil.rmtree(self.run, ignore_errors=True),
+                )
+            ):
+                steps.callback(step)
+
+    def _stop_peer(self) -> None:
+        # First: its kubelet restores the host sysctls it saw, which are this node's kubelet's.
+        if self.peer is not None:
+            peer, self.peer = self.peer, None
+            peer.down()
+            self.left_behind += [f"{peer.node_name}: {what}" for what in peer.left_behind]
+
+    def _stop_kubelet(self) -> None:
+        if self.real and self.driver.token is not None:
+            # The anchor Pod runs on the real kubelet; let it stop it like any deleted Pod.
+            self.driver.revoke()
+            self.kubelet.drain()
+        # While the driver and cni-shim-daemon still run: the kubelet stops leftover sandboxes
+        # with a CNI DEL, which goes through them.
+        self.left_behind += self.kubelet.stop()
+        self.gpus.stop()
+
+    def leftovers(self) -> list[str]:
+        """What this run's sandboxes left on the node: netns, host veths, leases, cache files."""
+        made, _ = self.kubelet.sandboxes_made()
+        return [
+            *self.kubelet.leftover_netns(),
+            *self.kubelet.leftover_host_links(),
+            *self.cni.host_local_leases(),
+            *self.cni.cache_files({sb.container_id for sb in made}),
+        ]
+
+    def _sweep_sandboxes(self) -> None:
+        """Record what this run's sandboxes left (the stack's last check reads it), then remove it."""
+        found = self.leftovers()
+        self.left_behind += found
+        if found:
+            made, _ = self.kubelet.sandboxes_made()
+            self.kubelet.sweep(self.cni.cache_files({sb.container_id for sb in made}))
+
+    def _remove_node(self) -> None:
+        if self.node is not None:
+            self.node.down()
+
+    def _delete_node_object(self) -> None:
+        # The peer's kubelet registered its Node; the bed's own Node outlives every stack.
+        if self.node_name != self.bed.node_name:
+            with contextlib.suppress(ApiException):
+                self.cluster.core.delete_node(self.node_name)
+
+    def logs(self) -> str:
+        parts = [self.driver.logs(), *self.cni.logs(), self.kubelet.logs()]
+        return "\n".join(part for part in parts if part)
+
+
+class Stacks:
+    """One stack at a time: two drivers or two kubelets on the same node would fight over it."""
+
+    def __init__(self, bed: TestBed, tools: ToolSet) -> None:
+        self.bed, self.tools = bed, tools
+        self.current: Stack | None = None
+
+    def get(self, *, thick: bool, kubelet: str = REAL, second_node: bool = False) -> Stack:
+        for component in ("plugins", "whereabouts", "cnitool"):
+            self.tools.require(component)
+        if kubelet == REAL:
+            for component in realnode.NODE_COMPONENTS:
+                self.tools.require(component)
+        current = self.current
+        if current is not None and (current.thick, current.kubelet_kind, current.second_node) != (
+            thick,
+            kubelet,
+            second_node,
+        ):
+            self.close()
+        if self.current is None:
+            stack = Stack(self.bed, thick=thick, kubelet=kubelet, second_node=second_node)
+            stack.__enter__()
+            self.current = stack
+        return self.current
+
+    def close(self) -> None:
+        if self.current is not None:
+            stack, self.current = self.current, None
+            stack.down()
+            if stack.left_behind:
+                raise ReasonedError("SandboxesLeftBehind", "; ".join(stack.left_behind))

@@ -1,0 +1,175 @@
+"""The workloads the scenarios run, from docs/examples with only the spec's allowed edits (real PF
+names, and where whereabouts finds its datastore): spec 14.2's GPU/NIC pairs, 14.1's one-network
+DeviceClass, a second Pod on the same rails, and one-VF-per-rail Pods for a two-node stack."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from sriov_contract.errors import ReasonedError
+from sriov_dra.model import ATTR_PCIE_ROOT
+from testbed.deployment import EXAMPLES_DIR
+
+if TYPE_CHECKING:
+    from testbed.fakenode import FakeNode
+    from testbed.stack import Stack
+
+WORKLOAD_NS = "ai-workloads"
+NODE_LABEL = "networking.example.com/dual-rail"  # the examples' nodeSelector
+
+
+def load_examples(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((EXAMPLES_DIR / name).read_text()) if d]
+
+
+def find(docs: Sequence[Mapping[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    for doc in docs:
+        if doc["kind"] == kind and (name is None or doc["metadata"]["name"] == name):
+            return dict(doc)
+    raise ReasonedError("ExampleMissing", f"docs/examples has no {kind} {name or ''}; restore the example")
+
+
+def substitute(
+    docs: Sequence[Mapping[str, Any]], pf_names: Mapping[str, str], ipam: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """The spec's only allowed edits: real PF names, and where whereabouts finds its datastore."""
+    out = []
+    for original in docs:
+        doc = copy.deepcopy(dict(original))
+        if doc["kind"] == "SriovResourcePolicy":
+            for config in doc["spec"]["configs"]:
+                for selector in config.get("resourceFilters") or []:
+                    selector["pfNames"] = [pf_names.get(n, n) for n in selector.get("pfNames") or []]
+        if doc["kind"] == "NetworkAttachmentDefinition":
+            config = json.loads(doc["spec"]["config"])
+            if (config.get("ipam") or {}).get("type") == "whereabouts":
+                config["ipam"].update(ipam)
+            doc["spec"]["config"] = json.dumps(config, indent=2)
+        out.append(doc)
+    return out
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Administrator objects plus the workload Pod, and what the node must advertise first."""
+
+    name: str
+    admin: tuple[dict[str, Any], ...]
+    workload: tuple[dict[str, Any], ...]
+    pod: dict[str, Any]
+    advertised: frozenset[str]  # VF PCI addresses the driver must publish before the Pod starts
+
+    @property
+    def namespace(self) -> str:
+        return str(self.pod["metadata"]["namespace"])
+
+    def objects(self) -> list[dict[str, Any]]:
+        return [*self.admin, *self.workload]
+
+
+def pairs_workload(node: FakeNode, ipam: Mapping[str, Any]) -> Workload:
+    """Spec 14.2 exactly as docs/examples has it, with the physical substitutions."""
+    docs = substitute(load_examples("multus-auto-gpu-nic-pairs.yaml"), pf_renames(node), ipam)
+    workload_kinds = ("DeviceClass", "ResourceClaimTemplate")
+    return Workload(
+        "gpu-nic-pairs",
+        admin=tuple(d for d in docs if d["kind"] not in (*workload_kinds, "Pod")),
+        workload=tuple(d for d in docs if d["kind"] in workload_kinds),
+        pod=find(docs, "Pod"),
+        advertised=frozenset(vf.pci for vf in node.vfs),
+    )
+
+
+def one_network_workload(node: FakeNode, ipam: Mapping[str, Any]) -> Workload:
+    """Spec 14.1: one NAD named once in a DeviceClass; a Pod like 14.2's using its template."""
+    pairs = load_examples("multus-auto-gpu-nic-pairs.yaml")
+    one = load_examples("one-network-deviceclass.yaml")
+    source = [d for d in pairs if d["kind"] == "Namespace"] + [
+        find(pairs, "NetworkAttachmentDefinition", "rail-a-net")
+    ]
+    docs = substitute([*source, *one], pf_renames(node), ipam)
+    pod = copy.deepcopy(find(pairs, "Pod"))
+    pod["metadata"]["name"] = "one-network-demo"
+    pod["spec"]["resourceClaims"] = [{"name": "devices", "resourceClaimTemplateName": "one-network-vf"}]
+    policy = find(docs, "SriovResourcePolicy")
+    pfs = set(policy["spec"]["configs"][0]["resourceFilters"][0]["pfNames"])
+    return Workload(
+        "one-network",
+        # Here the administrator's DeviceClass names the NAD once; the workload is the template.
+        admin=tuple(d for d in docs if d["kind"] != "ResourceClaimTemplate"),
+        workload=tuple(d for d in docs if d["kind"] == "ResourceClaimTemplate"),
+        pod=pod,
+        advertised=frozenset(vf.pci for vf in node.vfs if vf.pf in pfs),
+    )
+
+
+def second_pod(pairs: Workload) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Another Pod on the same node with one VF on each rail (both GPUs are taken by the first)."""
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "nic-per-root", "namespace": pairs.namespace},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {"name": n, "exactly": {"deviceClassName": "sriov-pcie-netdevice", "count": 1}}
+                        for n in ("nic-0", "nic-1")
+                    ],
+                    "constraints": [{"requests": ["nic-0", "nic-1"], "distinctAttribute": ATTR_PCIE_ROOT}],
+                }
+            }
+        },
+    }
+    pod = copy.deepcopy(pairs.pod)
+    pod["metadata"]["name"] = "second-pod"
+    pod["spec"]["resourceClaims"] = [{"name": "devices", "resourceClaimTemplateName": "nic-per-root"}]
+    return template, pod
+
+
+def rails_workload(stack: Stack, name: str = "rails") -> Workload:
+    """Pods with one VF on each rail (distinct PCIe roots, no GPU) on any node of the stack: spec
+    14.2's administrator objects, each policy naming the PFs of every node (the fake nodes' run
+    prefixes make their names differ), and the VF-only template of :func:`second_pod`."""
+    pairs = pairs_workload(stack.fake_node, stack.cni.whereabouts_ipam())
+    template, pod = second_pod(pairs)
+    admin = copy.deepcopy(list(pairs.admin))
+    for doc in admin:
+        if doc["kind"] != "SriovResourcePolicy":
+            continue
+        for config in doc["spec"]["configs"]:
+            for selector in config.get("resourceFilters") or []:
+                selector["pfNames"] = [
+                    node.fake_node.prefix + pf.removeprefix(stack.fake_node.prefix)
+                    for pf in selector["pfNames"]
+                    for node in stack.nodes
+                ]
+    pod["metadata"]["name"] = name
+    # Its PID 1 ignores SIGTERM: a deletion would otherwise wait out the example's 5 s grace.
+    pod["spec"]["terminationGracePeriodSeconds"] = 1
+    return Workload(
+        name,
+        admin=tuple(admin),
+        workload=(find(pairs.workload, "DeviceClass", "sriov-pcie-netdevice"), template),
+        pod=pod,
+        advertised=pairs.advertised,
+    )
+
+
+def pf_renames(node: FakeNode) -> dict[str, str]:
+    return {pf.netdev.removeprefix(node.prefix): pf.netdev for pf in node.pfs}
+
+
+def network_names(workload: Workload) -> list[str]:
+    names = []
+    for doc in workload.admin:
+        if doc["kind"] == "NetworkAttachmentDefinition":
+            ipam = json.loads(doc["spec"]["config"]).get("ipam") or {}
+            names.append(str(ipam.get("network_name", "")))
+    return names
