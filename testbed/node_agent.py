@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
+from sriov_contract import keys
 from testbed import processes
 from testbed.apiobjects import items_of
 from testbed.bed import TestBed
@@ -23,7 +24,7 @@ from testbed.fakenode import FakeNode
 from testbed.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
-DRIVER = "sriovnetwork.k8snetworkplumbingwg.io"
+DRIVER = keys.DOMAIN
 GROUP_VERSION = f"{DRIVER}/v1alpha1"
 
 DRIVER_RULES = [
