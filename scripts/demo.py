@@ -29,6 +29,7 @@ import click  # noqa: E402 - after the sys.path entry for the repo
 from sriov_contract.errors import ReasonedError  # noqa: E402
 from testbed import controlplane, operator_rails, realnode  # noqa: E402
 from testbed.checks import stack_down_check  # noqa: E402
+from testbed.installation import DAEMONSETS, PROCESSES, install_unavailable  # noqa: E402
 from testbed.kubelets import REAL, SIM  # noqa: E402
 from testbed.results import Result, render_checks, render_table  # noqa: E402
 from testbed.scenario import run_pairs  # noqa: E402
@@ -56,7 +57,15 @@ def say(line: str = "") -> None:
     show_default=True,
     help="auto: the real kubelet, or the simulated one (saying why) where the real one cannot run",
 )
-def main(output: str, cni_mode: str, kubelet: str) -> None:
+@click.option(
+    "--install",
+    type=click.Choice([DAEMONSETS, PROCESSES]),
+    default=DAEMONSETS,
+    show_default=True,
+    help="daemonsets: the product's images and deploy/ run by the real kubelet; processes: the driver "
+    "and the CNI daemon as host processes (the fast inner loop)",
+)
+def main(output: str, cni_mode: str, kubelet: str, install: str) -> None:
     """Run the spec 14.2 example end to end and print what happened."""
     tools = ToolSet()
     if kubelet == "auto":
@@ -64,8 +73,14 @@ def main(output: str, cni_mode: str, kubelet: str) -> None:
         kubelet = SIM if reason else REAL
         if reason:
             say(f"demo: the real kubelet cannot run here ({reason}); using the simulated kubelet")
+    if install == DAEMONSETS:
+        reason = install_unavailable(tools, real_kubelet=kubelet == REAL, thick=cni_mode == "thick")
+        if reason:
+            install = PROCESSES
+            say(f"demo: the product cannot run as DaemonSets here ({reason}); running it as host processes")
     which = "the real kubelet v1.36.3" if kubelet == REAL else "the simulated kubelet"
-    say(f"== auto-sriov demo: two GPU/NIC pairs on one node, {which} (spec 14.2) ==")
+    how = "as DaemonSets from deploy/" if install == DAEMONSETS else "as host processes"
+    say(f"== auto-sriov demo: two GPU/NIC pairs on one node, {which}, the product {how} (spec 14.2) ==")
     say("Starting etcd, kube-apiserver, kube-controller-manager and kube-scheduler on loopback...")
     started = time.monotonic()
     try:
@@ -75,7 +90,7 @@ def main(output: str, cni_mode: str, kubelet: str) -> None:
         sys.exit(1)
     try:
         say(f"Test bed up in {time.monotonic() - started:.1f}s (API server {bed.server})")
-        with Stack(bed, thick=cni_mode == "thick", kubelet=kubelet, say=say) as stack:
+        with Stack(bed, thick=cni_mode == "thick", kubelet=kubelet, say=say, install=install) as stack:
             say("Applying the spec 14.2 manifests and creating Pod ai-workloads/gpu-sriov-pairs-demo...")
             result = run_pairs(stack)
             say("== spec 14.3: the same two rails through SriovNetworkNodePolicy and SriovNetwork ==")

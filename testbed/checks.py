@@ -17,6 +17,7 @@ import yaml
 from sriov_contract import keys
 from sriov_dra.model import ATTR_PCIE_ROOT
 from testbed.cluster import CLEANUP_TIMEOUT
+from testbed.deployment import CNI_NAMESPACE, CNI_SA, service_account_user
 from testbed.driver import DRIVER
 from testbed.gpu_plugin import GPU_DRIVER
 from testbed.netlinks import host_link, ipv4_addresses
@@ -225,13 +226,21 @@ def check_sources_unchanged(
 
 
 def check_cni_reads(stack: Stack, since: int) -> Check:
-    user = stack.bed.user_of("cni")
+    user = cni_user(stack)
     events = stack.bed.audit.events(since=since, user=user)
     dra = [f"{e.verb} {e.resource}" for e in events if e.group == "resource.k8s.io"]
     detail = f"{len(events)} request(s) by {user}, {len(dra)} to resource.k8s.io" + (
         f": {dra}" if dra else ""
     )
     return check("the audit log shows zero DRA reads by the CNI side", not dra and bool(events), detail)
+
+
+def cni_user(stack: Stack) -> str:
+    """Who the API server sees when the CNI side reads: the DaemonSet's ServiceAccount where the
+    product is installed, else the bed's client-certificate identity for it."""
+    if stack.installed:
+        return service_account_user(CNI_NAMESPACE, CNI_SA)[0]
+    return stack.bed.user_of("cni")
 
 
 CNI_MODE_CHECK = "CNI runs thick: cni-shim hands ADD to cni-shim-daemon, which reads the Pod live"
@@ -245,7 +254,7 @@ def check_cni_mode(stack: Stack, obs: Observed, since: int) -> Check:
     pod = f"{meta['namespace']}/{meta['name']}"
     adds = stack.cni.daemon_answers("ADD", pod)
     gets = stack.bed.audit.count(
-        since=since, user=stack.bed.user_of("cni"), verb="get", resource="pods", name=meta["name"]
+        since=since, user=cni_user(stack), verb="get", resource="pods", name=meta["name"]
     )
     detail = f"cni-shim-daemon answered ADD ok for {pod} {adds} time(s); {gets} live GET(s) of the Pod"
     return check(name, adds >= 1 and gets >= 1, detail)

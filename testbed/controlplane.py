@@ -34,6 +34,10 @@ APISERVER_READY_TIMEOUT = 180.0
 COMPONENT_READY_TIMEOUT = 90.0
 PORT_ATTEMPTS = 3
 KCM_CONTROLLERS = (
+    # The installed product: its DaemonSets, and the operator's Deployment.
+    "daemonset-controller",
+    "deployment-controller",
+    "replicaset-controller",
     "garbage-collector-controller",
     "namespace-controller",
     "resourceclaim-controller",

@@ -34,7 +34,52 @@ DRIVER = keys.DOMAIN
 REGISTERED = "kubelet registered the plugin"  # the driver's log line (sriov_dra.app.wiring)
 
 
-class Driver:
+class DriverState:
+    """What the driver of one node keeps, however it runs: its ResourceSlices, its checkpoint, and
+    what ``sriov-dra orphans`` finds against it."""
+
+    def __init__(self, bed: TestBed, cluster: Cluster, *, node_name: str, dirs: KubeletDirs) -> None:
+        self.bed, self.cluster, self.node_name, self.dirs = bed, cluster, node_name, dirs
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.dirs.plugins / DRIVER / "checkpoint.json"
+
+    def published(self) -> dict[str, dict[str, Any]]:
+        """Its advertised devices on this node: device name -> attributes."""
+        slices = self.cluster.slices(self.node_name, DRIVER)
+        return {d["name"]: d.get("attributes") or {} for s in slices for d in s["spec"].get("devices") or []}
+
+    def wait_advertised(self, pcis: frozenset[str]) -> None:
+        def ready() -> bool:
+            got = {str(a.get(ATTR_PCI_BUS_ID, {}).get("string")) for a in self.published().values()}
+            return got == set(pcis)
+
+        wait_for(ready, 60, what=f"the driver to advertise exactly {sorted(pcis)}")
+
+    def checkpoint_claims(self) -> dict[str, Any]:
+        if not self.checkpoint.exists():
+            return {}
+        claims: dict[str, Any] = json.loads(self.checkpoint.read_text())["data"]["claims"]
+        return claims
+
+    def orphan_scan(self) -> dict[str, Any]:
+        """``sriov-dra orphans`` (a dry run) for this node against its checkpoint."""
+        argv = [str(BIN / "sriov-dra"), "orphans", "--node", self.node_name, "-o", "json"]
+        out = subprocess.run(
+            [*argv, "--checkpoint", str(self.checkpoint), "--kubeconfig", str(self.bed.kubeconfig)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        if out.returncode != 0:
+            raise ReasonedError("OrphanScanFailed", f"sriov-dra orphans on {self.node_name}: {out.stderr}")
+        doc: dict[str, Any] = json.loads(out.stdout)
+        return doc
+
+
+class Driver(DriverState):
     """``grant``, then ``start``; ``restart`` and ``kill`` as the lifecycle tests need; ``stop``.
 
     ``kubelet_log``: where the real kubelet runs, its log tail. Then a (re)start waits until the
@@ -52,14 +97,11 @@ class Driver:
         say: Callable[[str], None],
         kubelet_log: Callable[[], str] | None,
     ) -> None:
-        self.bed, self.cluster, self.node_name, self.run, self.dirs = bed, cluster, node_name, run, dirs
+        super().__init__(bed, cluster, node_name=node_name, dirs=dirs)
+        self.run = run
         self.node, self.say, self.kubelet_log = node, say, kubelet_log
         self.process: Process | None = None
         self.token: BoundToken | None = None
-
-    @property
-    def checkpoint(self) -> Path:
-        return self.dirs.plugins / DRIVER / "checkpoint.json"
 
     def grant(self, anchor_image: str | None) -> None:
         """Exactly the deployed RBAC (deploy/driver-rbac.yaml). The driver runs as its
@@ -143,41 +185,6 @@ class Driver:
     def revoke(self) -> None:
         if self.token is not None:
             self.token.revoke(self.bed)
-
-    # -- what it keeps ------------------------------------------------------------------------------
-
-    def published(self) -> dict[str, dict[str, Any]]:
-        """Its advertised devices on this node: device name -> attributes."""
-        slices = self.cluster.slices(self.node_name, DRIVER)
-        return {d["name"]: d.get("attributes") or {} for s in slices for d in s["spec"].get("devices") or []}
-
-    def wait_advertised(self, pcis: frozenset[str]) -> None:
-        def ready() -> bool:
-            got = {str(a.get(ATTR_PCI_BUS_ID, {}).get("string")) for a in self.published().values()}
-            return got == set(pcis)
-
-        wait_for(ready, 60, what=f"the driver to advertise exactly {sorted(pcis)}")
-
-    def checkpoint_claims(self) -> dict[str, Any]:
-        if not self.checkpoint.exists():
-            return {}
-        claims: dict[str, Any] = json.loads(self.checkpoint.read_text())["data"]["claims"]
-        return claims
-
-    def orphan_scan(self) -> dict[str, Any]:
-        """``sriov-dra orphans`` (a dry run) for this node against its checkpoint."""
-        argv = [str(BIN / "sriov-dra"), "orphans", "--node", self.node_name, "-o", "json"]
-        out = subprocess.run(
-            [*argv, "--checkpoint", str(self.checkpoint), "--kubeconfig", str(self.bed.kubeconfig)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        if out.returncode != 0:
-            raise ReasonedError("OrphanScanFailed", f"sriov-dra orphans on {self.node_name}: {out.stderr}")
-        doc: dict[str, Any] = json.loads(out.stdout)
-        return doc
 
     def logs(self) -> str:
         if self.process is None:

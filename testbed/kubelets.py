@@ -27,6 +27,7 @@ from testbed.fake_kubelet import FakeKubelet, KubeletDirs, wait_for_socket
 from testbed.kubelet_sim import Cnitool, PodRecord, Sandbox, SimulatedKubelet
 from testbed.netlinks import host_link
 from testbed.nodecni import SHIM_NETWORK
+from testbed.nodemounts import NodeMounts
 from testbed.waiting import WaitTimeout, wait_for
 
 if TYPE_CHECKING:
@@ -101,8 +102,21 @@ class RealKubelet:
 
     kind = REAL
 
-    def __init__(self, bed: TestBed, *, node_name: str, run: Path, dirs: KubeletDirs, cni: NodeCni) -> None:
+    def __init__(
+        self,
+        bed: TestBed,
+        *,
+        node_name: str,
+        run: Path,
+        dirs: KubeletDirs,
+        cni: NodeCni,
+        binds: Callable[[], Mapping[Path, Path]] | None = None,
+        product_images: Callable[[], Sequence[Path]] = tuple,
+    ) -> None:
+        """``binds``: the node's own mount namespace (testbed/nodemounts.py), as the product's
+        DaemonSets need; ``product_images``: OCI archives its containerd imports first."""
         self.bed, self.node_name, self.run, self.dirs, self.cni = bed, node_name, run, dirs, cni
+        self.binds, self.product_images = binds, product_images
         self._node: realnode.RealNode | None = None
         # The sandboxes as the run observed them (sandbox ID -> record), and the host veths their
         # CNI ADDs reported: the teardown checks' "made by this run".
@@ -127,6 +141,8 @@ class RealKubelet:
             cdi_dir=self.dirs.cdi,
             tools=self.bed.tools,
             env=self.cni.delegate_env(),
+            mounts=NodeMounts(self.binds(), self.run / "node-mounts.log") if self.binds else None,
+            product_images=self.product_images(),
         )
         self._node.start()
 

@@ -30,6 +30,7 @@ from testbed.waiting import wait_for
 if TYPE_CHECKING:
     from testbed.bed import TestBed
     from testbed.fakenode import FakeNode
+    from testbed.installed import InstalledDaemon
 
 # The name of cni-shim's own network in the node's conf dir (Multus's default).
 SHIM_NETWORK = "multus-cni-network"
@@ -45,7 +46,7 @@ WHEREABOUTS_CRDS = (
 
 
 def make_cni_bin_dir(dest: Path, tools: ToolSet | None = None) -> Path:
-    """Fill ``dest`` with the Go plugins that are built (symlinks) and our Python test plugins."""
+    """Fill ``dest`` with the Go plugins that are built (hard links) and our Python test plugins."""
     tools = tools or ToolSet()
     dest.mkdir(parents=True, exist_ok=True)
     for component, names in (("plugins", GO_PLUGINS), ("whereabouts", ("whereabouts",))):
@@ -53,7 +54,12 @@ def make_cni_bin_dir(dest: Path, tools: ToolSet | None = None) -> Path:
         for name in names:
             if status.usable and (status.directory / name).exists():
                 (dest / name).unlink(missing_ok=True)
-                (dest / name).symlink_to(status.directory / name)
+                # A file, not a symlink: the CNI DaemonSet runs plugins chrooted into the host's
+                # root, where it resolves each plugin's path before the chroot.
+                try:
+                    os.link(status.directory / name, dest / name)
+                except OSError:
+                    shutil.copy2(status.directory / name, dest / name)
     for name, module in PY_PLUGINS.items():
         wrapper = dest / name
         # plugins/ is test code, not installed: the wrapper puts the repository root on sys.path.
@@ -75,6 +81,18 @@ def rbac_rules(path: Path, kind: str) -> list[dict[str, Any]]:
     ]
 
 
+def answers_in(log: str, command: str, pod: str) -> int:
+    """How many ``command`` requests for ``pod`` (namespace/name) a daemon's JSON log says were ok."""
+    count = 0
+    for line in log.splitlines():
+        with contextlib.suppress(ValueError):
+            entry = json.loads(line)
+            count += (
+                isinstance(entry, dict) and entry.get("msg") == f"{command} ok" and entry.get("pod") == pod
+            )
+    return count
+
+
 def _accepts(path: Path) -> bool:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         try:
@@ -82,6 +100,12 @@ def _accepts(path: Path) -> bool:
         except OSError:
             return False
     return True
+
+
+def serving(socket_dir: Path) -> bool:
+    """A daemon accepts on a socket in ``socket_dir``: not merely present, since a killed daemon
+    leaves its socket file behind."""
+    return socket_dir.is_dir() and any(p.is_socket() and _accepts(p) for p in socket_dir.iterdir())
 
 
 class NodeCni:
@@ -102,6 +126,8 @@ class NodeCni:
         self.bed, self.run, self.thick, self.pod_subnet = bed, run, thick, pod_subnet
         self.node, self.say = node, say
         self.daemon: Process | None = None
+        # Where the daemon runs as the CNI DaemonSet's Pod instead (testbed/installed.py).
+        self.installed: InstalledDaemon | None = None
 
     @property
     def bin_dir(self) -> Path:
@@ -145,10 +171,11 @@ class NodeCni:
             "kubernetes": {"kubeconfig": str(self.bed.kubeconfig)},
         }
 
-    def install(self) -> None:
-        """The node's CNI: cni-shim first in the conf dir, ptp + host-local as the cluster network."""
+    def install(self, *, host_shim: bool = True) -> None:
+        """The node's CNI: cni-shim first in the conf dir, ptp + host-local as the cluster network.
+        Without ``host_shim`` only the plugins and the cluster network: the CNI DaemonSet's init
+        container installs cni-shim and its configuration."""
         make_cni_bin_dir(self.bin_dir, self.bed.tools)
-        launcher.install(self.bin_dir / "cni-shim")
         self.net_dir.mkdir()
         podnet = self.net_dir / "10-podnet.conflist"
         podnet.write_text(
@@ -161,6 +188,9 @@ class NodeCni:
                 indent=2,
             )
         )
+        if not host_shim:
+            return
+        launcher.install(self.bin_dir / "cni-shim")
         common = {
             "cniDir": str(self.shim_cache),
             "binDir": str(self.bin_dir),
@@ -198,6 +228,10 @@ class NodeCni:
         return {**self.node().env(), "SRIOV_CNI_DATA_DIR": str(self.sriov_data)}
 
     def start_daemon(self) -> None:
+        if self.installed is not None:
+            self.say("Waiting for the cni-shim-daemon Pod to serve its socket (kubelet, DaemonSet)...")
+            self.installed.wait_serving()
+            return
         self.say("Starting cni-shim-daemon (thick mode, live reads on ADD)")
         sock = self.socket_dir
         env = {**os.environ, **self.delegate_env()}
@@ -211,8 +245,7 @@ class NodeCni:
         def listening() -> bool:
             if not daemon.alive():
                 raise ReasonedError("DaemonExited", f"cni-shim-daemon exited: {daemon.output()}")
-            # Accepting, not merely present: a killed daemon leaves its socket file behind.
-            return sock.is_dir() and any(p.is_socket() and _accepts(p) for p in sock.iterdir())
+            return serving(sock)
 
         wait_for(listening, 30, what=f"cni-shim-daemon to listen in {sock}")
 
@@ -222,18 +255,11 @@ class NodeCni:
 
     def daemon_answers(self, command: str, pod: str) -> int:
         """How many ``command`` requests for ``pod`` (namespace/name) cni-shim-daemon logged as ok."""
+        if self.installed is not None:
+            return answers_in(self.installed.pod.log(), command, pod)
         if self.daemon is None:
             return 0
-        count = 0
-        for line in self.daemon.log.read_text(errors="replace").splitlines():
-            with contextlib.suppress(ValueError):
-                entry = json.loads(line)
-                count += (
-                    isinstance(entry, dict)
-                    and entry.get("msg") == f"{command} ok"
-                    and entry.get("pod") == pod
-                )
-        return count
+        return answers_in(self.daemon.log.read_text(errors="replace"), command, pod)
 
     def calls_in_flight(self, command: str) -> list[int]:
         """PIDs of this node's ``cni-shim`` executables running ``command`` (ADD, DEL) now."""
@@ -284,6 +310,8 @@ class NodeCni:
 
     def logs(self) -> list[str]:
         parts = []
+        if self.installed is not None:
+            parts.append(f"--- cni-shim-daemon Pod ---\n{self.installed.pod.log()[-4000:]}")
         if self.daemon is not None:
             parts.append(f"--- cni-shim-daemon ({self.daemon.log}) ---\n{self.daemon.output()}")
         shim_log = self.run / "cni-shim.log"

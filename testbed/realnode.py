@@ -32,6 +32,7 @@ from kubernetes.client.exceptions import ApiException
 
 from sriov_contract.errors import ReasonedError
 from testbed import host_state, images, processes, realnode_config
+from testbed.nodemounts import NodeMounts
 from testbed.processes import ProcessRecord, free_port, launch, log_tail
 from testbed.tools import ToolSet, ToolUnavailable
 from testbed.waiting import WaitTimeout, wait_for
@@ -39,7 +40,8 @@ from testbed.waiting import WaitTimeout, wait_for
 NODE_COMPONENTS = ("kubelet", "containerd", "runc", "pause", "crictl")
 CRI_NAMESPACE = "k8s.io"  # containerd's namespace for everything the CRI plugin manages
 # The device manager's directory is not under --root-dir (pluginapi.DevicePluginPath).
-DEVICE_PLUGINS_DIR = Path("/var/lib/kubelet/device-plugins")
+KUBELET_ROOT = Path("/var/lib/kubelet")
+DEVICE_PLUGINS_DIR = KUBELET_ROOT / "device-plugins"
 READY_TIMEOUT = 90.0
 SLICES_WIPED = '"Deleted ResourceSlices"'  # the kubelet's start-up wipe of its node's slices
 STOP_GRACE = 20.0
@@ -129,8 +131,17 @@ class RealNode:
         cdi_dir: Path,
         tools: ToolSet,
         env: Mapping[str, str] | None = None,
+        mounts: NodeMounts | None = None,
+        product_images: Sequence[Path] = (),
     ) -> None:
+        """``mounts``: run containerd and the kubelet in this node's own mount namespace
+        (testbed/nodemounts.py), where the kubelet's root directory is ``/var/lib/kubelet``: what
+        the product's DaemonSets need. Without it both run in the host's, on the bed's paths.
+        ``product_images``: OCI archives imported before the kubelet starts, so no Pod of the
+        product ever waits in an image pull back-off."""
         self.api = api
+        self.mounts = mounts
+        self.product_images = list(product_images)
         self.core = client.CoreV1Api(api)
         self.node_name = node_name
         self.kubeconfig = kubeconfig
@@ -167,6 +178,11 @@ class RealNode:
         return self._root_dir
 
     @property
+    def kubelet_root(self) -> Path:
+        """The kubelet's --root-dir as the kubelet itself sees it."""
+        return KUBELET_ROOT if self.mounts is not None else self.root_dir
+
+    @property
     def registry_dir(self) -> Path:
         return self.root_dir / "plugins_registry"
 
@@ -186,13 +202,16 @@ class RealNode:
 
     def start(self) -> None:
         self._saved_sysctls = host_state.read_sysctls()
-        self._made_device_plugins_dir = not DEVICE_PLUGINS_DIR.parent.exists()
+        # In its own mount namespace the node's device-plugin directory is under its root dir.
+        self._made_device_plugins_dir = self.mounts is None and not DEVICE_PLUGINS_DIR.parent.exists()
         self.dir.mkdir(parents=True, exist_ok=True)
         for sub in ("pod-logs", "images"):
             (self.dir / sub).mkdir(exist_ok=True)
         for hierarchy in host_state.cgroup_hierarchies():
             # The kubelet requires its --cgroup-root to exist in every hierarchy it uses.
             (hierarchy / self.cgroup_root.lstrip("/")).mkdir(exist_ok=True)
+        if self.mounts is not None:
+            self.mounts.start()
         self._start_containerd()
         self._import_images()
         self.start_kubelet()
@@ -211,6 +230,7 @@ class RealNode:
                 cdi_dir=self.cdi_dir,
                 runc=self.bin.runc,
                 sandbox_image=self.sandbox_image.ref,
+                netns_under_state_dir=self.mounts is None,
             )
         )
         proc, self.containerd = self._launch(
@@ -228,6 +248,8 @@ class RealNode:
         self, name: str, argv: Sequence[str], log: Path
     ) -> tuple[subprocess.Popen[bytes], ProcessRecord]:
         # Through testbed.processes: its own process group, and it dies with the test session.
+        if self.mounts is not None:
+            argv = self.mounts.enter(argv)
         return launch(name, argv, log, cwd=self.dir, die_with_parent=True, env=self.env)
 
     def ctr(self, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -259,11 +281,9 @@ class RealNode:
     def _import_images(self) -> None:
         assert self.sandbox_image is not None
         self.workload_image = images.workload_image(self.dir / "images")
-        for image in (self.sandbox_image, self.workload_image):
+        for tarball in (self.sandbox_image.tarball, self.workload_image.tarball, *self.product_images):
             # --local: straight into the content store and the CRI's snapshotter, no transfer service.
-            self.ctr(
-                "images", "import", "--local", "--snapshotter", "overlayfs", str(image.tarball), timeout=120
-            )
+            self.ctr("images", "import", "--local", "--snapshotter", "overlayfs", str(tarball), timeout=180)
 
     def start_kubelet(self) -> None:
         self.ports = {"kubelet": free_port(), "healthz": free_port()}
@@ -285,7 +305,7 @@ class RealNode:
             str(self.bin.kubelet),
             f"--config={config}",
             f"--kubeconfig={self.kubeconfig}",
-            f"--root-dir={self.root_dir}",
+            f"--root-dir={self.kubelet_root}",
             f"--cert-dir={self.dir / 'kubelet-pki'}",
             f"--hostname-override={self.node_name}",
             # A loopback node IP is refused; the host's own address, nothing is served on it.
@@ -413,6 +433,35 @@ class RealNode:
         info = json.loads(self.crictl("inspectp", "-o", "json", sandbox_id).stdout)
         return int(info["info"]["pid"])
 
+    def container_log(self, pod_uid: str, container: str, *, restarts: bool = True) -> str:
+        """What a container of a Pod on this node wrote, from the kubelet's log files (CRI format,
+        one file per start): every start's, oldest first, or with ``restarts=False`` the newest's."""
+        files = sorted(
+            self.dir.glob(f"pod-logs/*_{pod_uid}/{container}/*.log"),
+            key=lambda p: int(p.stem) if p.stem.isdigit() else -1,
+        )
+        lines: list[str] = []
+        partial = ""
+        for path in files if restarts else files[-1:]:
+            with contextlib.suppress(OSError):
+                for record in path.read_text(errors="replace").splitlines():
+                    # <time> <stream> <P|F> <text>: P is a fragment of a longer line.
+                    parts = record.split(" ", 3)
+                    if len(parts) == 4:
+                        partial += parts[3]
+                        if parts[2] != "P":
+                            lines.append(partial)
+                            partial = ""
+        return "\n".join(lines)
+
+    def container_pid(self, pod_uid: str, container: str) -> int:
+        """The host PID of a running container's first process."""
+        for item in self.containers(pod_uid):
+            if item["metadata"]["name"] == container and item["state"] == "CONTAINER_RUNNING":
+                info = json.loads(self.crictl("inspect", "-o", "json", item["id"]).stdout)
+                return int(info["info"]["pid"])
+        raise RealNodeError("NoContainer", f"no running container {container} in Pod UID {pod_uid}")
+
     def containers(self, pod_uid: str) -> list[dict[str, Any]]:
         out = self.crictl("ps", "-a", "-o", "json", "--label", f"io.kubernetes.pod.uid={pod_uid}")
         items: list[dict[str, Any]] = json.loads(out.stdout or "{}").get("containers") or []
@@ -454,6 +503,8 @@ class RealNode:
         for hierarchy in host_state.cgroup_hierarchies() if host_state.CGROUP_V1_ROOT.is_dir() else []:
             left = host_state.remove_cgroup_tree(hierarchy / self.cgroup_root.lstrip("/"))
             notes += [f"cgroup left: {p}" for p in left[:3]]
+        if self.mounts is not None:
+            self.mounts.stop()
         restored = host_state.restore_sysctls(self._saved_sysctls)
         if self._made_device_plugins_dir:
             # Only the kubelet's own socket and checkpoint are in it; no device plugin runs here.

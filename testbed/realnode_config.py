@@ -72,6 +72,7 @@ def containerd_config(
     cdi_dir: Path,
     runc: Path,
     sandbox_image: str,
+    netns_under_state_dir: bool = True,
 ) -> str:
     ctd = node_dir / "ctd"
     return f"""\
@@ -119,7 +120,8 @@ disabled_plugins = [
     enable_cdi = true
     cdi_spec_dirs = ['{cdi_dir}']
     # Sandbox netns under our state dir: /run/netns is shared with other beds and their leak checks.
-    netns_mounts_under_state_dir = true
+    # Not for a node whose CNI runs as the DaemonSet: that mounts the host's /run/netns, as Multus's.
+    netns_mounts_under_state_dir = {str(netns_under_state_dir).lower()}
     [plugins.'io.containerd.cri.v1.runtime'.containerd]
       default_runtime_name = 'runc'
       [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]

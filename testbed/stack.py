@@ -36,6 +36,8 @@ from testbed.driver import Driver
 from testbed.fake_kubelet import KubeletDirs
 from testbed.fakenode import FakeNode, load_two_rail
 from testbed.gpu_plugin import GpuStandIn
+from testbed.installation import DAEMONSETS, PROCESSES, Installation, ProductImage, build_images, node_binds
+from testbed.installed import InstalledDaemon, InstalledDriver
 from testbed.kubelets import REAL, Kubelet, RealKubelet, SimKubelet
 from testbed.nodecni import NodeCni
 from testbed.tools import ToolSet
@@ -62,13 +64,28 @@ class Stack:
         second_node: bool = False,
         node_name: str | None = None,
         pod_subnet: str = POD_SUBNET,
+        install: str = PROCESSES,
+        primary: Stack | None = None,
     ) -> None:
         """``second_node``: also run a second real node (its own fake SR-IOV node, containerd,
         kubelet, driver and CNI daemon) as ``peer``, so the scheduler has two nodes; opt-in because
-        it doubles the stack's start-up cost. ``node_name``/``pod_subnet`` are the peer's."""
-        if second_node and kubelet != REAL:
-            raise ReasonedError("SecondNodeNeedsRealKubelet", "a second node runs only on the real kubelet")
+        it doubles the stack's start-up cost. ``node_name``/``pod_subnet`` are the peer's, and
+        ``primary`` the stack whose peer it is.
+
+        ``install``: ``processes`` runs the driver and the CNI daemon as host processes of the bed
+        (the fast inner loop); ``daemonsets`` installs the product's images and ``deploy/`` and lets
+        the real kubelet run them (testbed/installation.py), each node in its own mount namespace.
+        """
+        if (second_node or install == DAEMONSETS) and kubelet != REAL:
+            raise ReasonedError(
+                "NeedsRealKubelet", "a second node and the installed product run only on the real kubelet"
+            )
+        if install == DAEMONSETS and not thick:
+            raise ReasonedError("InstalledIsThick", "the installed CNI DaemonSet runs thick")
         self.bed, self.thick, self.kubelet_kind, self.say = bed, thick, kubelet, say
+        self.install, self.primary = install, primary
+        self.installation: Installation | None = primary.installation if primary else None
+        self.images: list[ProductImage] = primary.images if primary else []
         self.second_node = second_node
         self.node_name = node_name or bed.node_name
         self.pod_subnet = pod_subnet
@@ -81,22 +98,42 @@ class Stack:
             bed, self.run, thick=thick, pod_subnet=pod_subnet, node=lambda: self.fake_node, say=say
         )
         self.kubelet: Kubelet = (
-            RealKubelet(bed, node_name=self.node_name, run=self.run, dirs=dirs, cni=self.cni)
+            RealKubelet(
+                bed,
+                node_name=self.node_name,
+                run=self.run,
+                dirs=dirs,
+                cni=self.cni,
+                binds=self._binds if self.installed else None,
+                product_images=lambda: [image.archive for image in self.images],
+            )
             if self.real
             else SimKubelet(
                 bed, node_name=self.node_name, dirs=dirs, cni=self.cni, driver_output=self._driver_output
             )
         )
         self.cluster = Cluster(bed, self.kubelet)
-        self.driver = Driver(
-            bed,
-            self.cluster,
-            node_name=self.node_name,
-            run=self.run,
-            dirs=dirs,
-            node=lambda: self.fake_node,
-            say=say,
-            kubelet_log=self._kubelet_log if self.real else None,
+        self.driver: Driver | InstalledDriver = (
+            InstalledDriver(
+                bed,
+                self.cluster,
+                node_name=self.node_name,
+                dirs=dirs,
+                installation=self._installation,
+                runtime=lambda: self.node_runtime,
+                say=say,
+            )
+            if self.installed
+            else Driver(
+                bed,
+                self.cluster,
+                node_name=self.node_name,
+                run=self.run,
+                dirs=dirs,
+                node=lambda: self.fake_node,
+                say=say,
+                kubelet_log=self._kubelet_log if self.real else None,
+            )
         )
         self.gpus = GpuStandIn(self.cluster, node_name=self.node_name, dirs=dirs, node=lambda: self.fake_node)
         self.timings: dict[str, float] = {}
@@ -106,6 +143,28 @@ class Stack:
     @property
     def real(self) -> bool:
         return self.kubelet_kind == REAL
+
+    @property
+    def installed(self) -> bool:
+        return self.install == DAEMONSETS
+
+    def _installation(self) -> Installation:
+        assert self.installation is not None, "Stack.up() installs the product first"
+        return self.installation
+
+    def _binds(self) -> dict[Path, Path]:
+        assert isinstance(self.kubelet, RealKubelet)
+        return node_binds(
+            kubelet_root=self.kubelet.dirs.root,
+            cni_conf=self.cni.net_dir,
+            cni_bin=self.cni.bin_dir,
+            socket_dir=self.cni.socket_dir,
+            shim_cache=self.cni.shim_cache,
+            sriov_data=self.cni.sriov_data,
+            cdi=self.kubelet.dirs.cdi,
+            devinfo=self.run / "devinfo",
+            sysfs=self.fake_node.sysfs_root,
+        )
 
     @property
     def node_runtime(self) -> realnode.RealNode:
@@ -160,12 +219,18 @@ class Stack:
         for name in (DRIVER_NAMESPACE, WORKLOAD_NS):
             self.bed.create_namespace(name, exist_ok=True)
         self.cni.install_whereabouts()
-        self.cni.install()
+        self.cni.install(host_shim=not self.installed)
+        if self.installed and self.primary is None:
+            self.say("Building the product images (make images; cached by their inputs)...")
+            self.images = build_images(say=self.say)
         if self.real:
             # Before the driver: the kubelet deletes its node's ResourceSlices each time it starts.
             self._start_real_node()
+        if self.installed:
+            self._install()
         self.driver.grant(self.node_runtime.workload_ref if self.real else None)
-        self.cni.grant()
+        if not self.installed:
+            self.cni.grant()
         self.driver.start()
         if self.thick:
             self.cni.start_daemon()
@@ -185,6 +250,30 @@ class Stack:
             # The peer's kubelet registered its Node just now, tainted not-ready at admission.
             bootstrap.remove_taints(self.cluster.api, self.node_name)
 
+    def _install(self) -> None:
+        """The primary applies the installation; every node waits for its own Pods of it."""
+        if self.installation is None:
+            started = time.monotonic()
+            self.installation = Installation(
+                self.bed.api_client,
+                kubeconfig=self.bed.kubeconfig,
+                api_port=int(self.bed.server.rsplit(":", 1)[1]),
+                tools=self.bed.tools,
+                say=self.say,
+            )
+            self.installation.install()
+            self.timings["install_apply_s"] = round(time.monotonic() - started, 2)
+        started = time.monotonic()
+        self.installation.wait_ready(self.node_name, lambda: self.node_runtime.log_tail(errors_only=True))
+        self.cni.installed = InstalledDaemon(
+            self._installation, self.node_name, lambda: self.node_runtime, self.cni.socket_dir
+        )
+        self.timings["install_ready_s"] = round(time.monotonic() - started, 2)
+
+    def _uninstall(self) -> None:
+        if self.installation is not None and self.primary is None:
+            self.installation.uninstall()
+
     def _start_peer(self) -> None:
         self.say("Starting the second node (fake SR-IOV node, containerd, kubelet, driver, CNI)...")
         self.peer = Stack(
@@ -193,6 +282,8 @@ class Stack:
             say=self.say,
             node_name=self.node_name + SECOND_NODE_SUFFIX,
             pod_subnet=SECOND_NODE_POD_SUBNET,
+            install=self.install,
+            primary=self,
         )
         self.peer.__enter__()
 
@@ -205,6 +296,9 @@ class Stack:
             self.node_runtime.start_kubelet()
         elif component == "driver":
             self.driver.kill()
+        elif component == "daemon" and self.cni.installed is not None:
+            self.cni.installed.pod.kill()
+            self.cni.start_daemon()
         elif component == "daemon":
             daemon = self.cni.daemon
             assert daemon is not None, f"no {component} runs on {self.node_name}"
@@ -220,6 +314,8 @@ class Stack:
         with contextlib.ExitStack() as steps:
             for step in reversed(
                 (
+                    # While every node's kubelet runs: it stops the DaemonSets' Pods on its node.
+                    self._uninstall,
                     self._stop_peer,
                     self._stop_kubelet,
                     self.cni.stop_daemon,
@@ -291,21 +387,23 @@ class Stacks:
         self.bed, self.tools = bed, tools
         self.current: Stack | None = None
 
-    def get(self, *, thick: bool, kubelet: str = REAL, second_node: bool = False) -> Stack:
+    def get(
+        self, *, thick: bool, kubelet: str = REAL, second_node: bool = False, install: str = PROCESSES
+    ) -> Stack:
         for component in ("plugins", "whereabouts", "cnitool"):
             self.tools.require(component)
         if kubelet == REAL:
             for component in realnode.NODE_COMPONENTS:
                 self.tools.require(component)
         current = self.current
-        if current is not None and (current.thick, current.kubelet_kind, current.second_node) != (
-            thick,
-            kubelet,
-            second_node,
+        wanted = (thick, kubelet, second_node, install)
+        if (
+            current is not None
+            and (current.thick, current.kubelet_kind, current.second_node, current.install) != wanted
         ):
             self.close()
         if self.current is None:
-            stack = Stack(self.bed, thick=thick, kubelet=kubelet, second_node=second_node)
+            stack = Stack(self.bed, thick=thick, kubelet=kubelet, second_node=second_node, install=install)
             stack.__enter__()
             self.current = stack
         return self.current

@@ -30,6 +30,8 @@ COMPONENTS = (
     "runc",
     "pause",
     "crictl",
+    "helm",
+    "kubectl",
 )
 
 
