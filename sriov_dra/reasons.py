@@ -315,7 +315,7 @@ MEANINGS: Final[dict[str, tuple[str, str]]] = {
     ),
     DEVICE_STATUS_FORBIDDEN: (
         "The API server refused the driver's status.devices entries.",
-        "Grant associated-node:patch on resourceclaims/driver (deploy/driver-rbac.yaml); networking is unaffected.",
+        "Grant associated-node:patch on resourceclaims/driver (deploy/base/driver-rbac.yaml); networking is unaffected.",
     ),
     DEVICE_STATUS_FAILED: (
         "Writing status.devices failed unexpectedly (a bug).",
@@ -323,7 +323,7 @@ MEANINGS: Final[dict[str, tuple[str, str]]] = {
     ),
     ACCESS_DENIED: (
         "The API server answered 403.",
-        "Grant the rights in deploy/driver-rbac.yaml; state is kept.",
+        "Grant the rights in deploy/base/driver-rbac.yaml; state is kept.",
     ),
     NOT_FOUND: ("The API server answered 404 for an object that must exist.", _RETRY),
     CONFLICT: ("The API server answered 409 (a resourceVersion or precondition conflict).", _RETRY),

@@ -14,12 +14,11 @@ from typing import Any
 import pytest
 import yaml
 
-from testbed.deployment import DEPLOY_DIR, OPERATOR_DIR
+from testbed.deployment import BASE_DIR, OPERATOR_DIR
 from tests.support.helm import (
     CHART_DIR,
     HELM_LABELS,
     kustomize,
-    kustomize_operator_overlay,
     render_chart,
     run_helm,
     without_helm_labels,
@@ -50,13 +49,13 @@ def env_of(container: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("operator", [False, True], ids=["deploy", "deploy-operator"])
-def test_default_values_render_exactly_the_kustomize_install(helm, kubectl, operator, tmp_path) -> None:
+def test_default_values_render_exactly_the_kustomize_install(helm, kubectl, operator) -> None:
     if operator:
         chart = keyed(render_chart(helm, "operator.enabled=true"))
-        expected = keyed(kustomize_operator_overlay(kubectl, tmp_path))
+        expected = keyed(kustomize(kubectl, OPERATOR_DIR))
     else:
         chart = keyed(render_chart(helm))
-        expected = keyed(kustomize(kubectl, DEPLOY_DIR))
+        expected = keyed(kustomize(kubectl, BASE_DIR))
     assert sorted(chart) == sorted(expected)
     differ: list[str] = []
     for key, want in expected.items():
@@ -160,17 +159,11 @@ def test_the_values_schema_refuses_what_would_render_a_broken_install(helm, sets
     assert complaint in out.stderr, out.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kustomize refuses deploy/operator/'s `resources: [../]` (the base directory contains the "
-    "overlay: 'cycle detected'); fixed by moving deploy/'s manifests into a sibling of operator/ "
-    "(e.g. deploy/base/), which moves paths the test bed reads",
-)
 def test_kubectl_kustomize_builds_the_operator_overlay_where_it_stands(kubectl) -> None:
     assert kustomize(kubectl, OPERATOR_DIR)
 
 
 def test_the_chart_ships_deploy_crds_through_links_not_copies() -> None:
-    for link, target in (("crds", DEPLOY_DIR / "crds"), ("operator-crds", OPERATOR_DIR / "crds")):
+    for link, target in (("crds", BASE_DIR / "crds"), ("operator-crds", OPERATOR_DIR / "crds")):
         path: Path = CHART_DIR / "files" / link
         assert path.is_symlink() and path.resolve() == target.resolve()

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from testbed.deployment import CNI_NAMESPACE, CNI_SA, DEPLOY_DIR, DRIVER_NAMESPACE, DRIVER_SA, OPERATOR_DIR
+from testbed.deployment import BASE_DIR, CNI_NAMESPACE, CNI_SA, DEPLOY_DIR, DRIVER_NAMESPACE, DRIVER_SA
 from tests.support.deploy import CNI_NEEDS, DRIVER_NEEDS, Permission, deploy_objects, kustomization_resources
 
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "DeviceClass"}
@@ -58,21 +58,15 @@ def test_the_kustomization_lists_every_manifest_and_only_existing_files() -> Non
     assert all(p.is_file() for p in listed), [str(p) for p in listed if not p.is_file()]
     # deploy/operator/ is an overlay with its own kustomization (tests/unit/deploy/test_operator_manifests.py);
     # deploy/helm/ is the Helm chart (tests/unit/deploy/test_helm_chart.py).
-    on_disk = {
-        p
-        for p in DEPLOY_DIR.rglob("*.yaml")
-        if p.name != "kustomization.yaml"
-        and OPERATOR_DIR not in p.parents
-        and DEPLOY_DIR / "helm" not in p.parents
-    }
+    on_disk = {p for p in BASE_DIR.rglob("*.yaml") if p.name != "kustomization.yaml"}
     assert set(listed) == on_disk, f"unlisted: {on_disk - set(listed)}; missing: {set(listed) - on_disk}"
-    assert listed[: len(list((DEPLOY_DIR / "crds").glob("*.yaml")))] == [
+    assert listed[: len(list((BASE_DIR / "crds").glob("*.yaml")))] == [
         p for p in listed if p.parent.name == "crds"
     ], "CRDs come first so that a plain apply of the list in order works"
 
 
 def test_the_release_image_hooks_name_exactly_the_images_the_daemonsets_run(objects) -> None:
-    kustomization = yaml.safe_load((DEPLOY_DIR / "kustomization.yaml").read_text())
+    kustomization = yaml.safe_load((BASE_DIR / "kustomization.yaml").read_text())
     hooks = {i["name"] for i in kustomization["images"]}
     used = {
         c["image"].rsplit(":", 1)[0]
