@@ -109,6 +109,23 @@ def test_each_component_is_a_toggle(helm) -> None:
     assert not operator_crds & {n for _, n in kinds_names()}
 
 
+def test_health_ports_move_the_probes_and_zero_turns_them_off(helm) -> None:
+    probes = ("startupProbe", "livenessProbe", "readinessProbe")
+    moved = render_chart(helm, "driver.healthcheckPort=6000", "cni.healthPort=6001")
+    (driver,) = pod_spec(moved, "sriov-dra-driver")["containers"]
+    assert env_of(driver)["HEALTHCHECK_PORT"] == "6000"
+    assert {driver[p]["grpc"]["port"] for p in probes} == {6000}
+    (daemon,) = pod_spec(moved, "cni-shim")["containers"]
+    assert daemon["args"][-2:] == ["--health-address", ":6001"]
+    assert {daemon[p]["httpGet"]["port"] for p in probes} == {6001}
+    off = render_chart(helm, "driver.healthcheckPort=0", "cni.healthPort=0")
+    (driver,) = pod_spec(off, "sriov-dra-driver")["containers"]
+    assert env_of(driver)["HEALTHCHECK_PORT"] == "-1"
+    (daemon,) = pod_spec(off, "cni-shim")["containers"]
+    assert "--health-address" not in daemon["args"]
+    assert not [p for p in probes if p in driver or p in daemon]
+
+
 def test_values_reach_the_fields_they_name(helm) -> None:
     digest = "sha256:" + "ab" * 32
     objects = render_chart(

@@ -179,6 +179,43 @@ def test_the_driver_reads_every_variable_its_daemonset_sets(objects) -> None:
     assert {name for name in env if not name.startswith("PYTHON")} <= declared
 
 
+PROBES = ("startupProbe", "livenessProbe", "readinessProbe")
+
+
+def test_the_driver_probes_ask_its_health_endpoint_for_the_right_service(objects) -> None:
+    (container,) = pod_spec(objects, "sriov-dra-driver")["containers"]
+    port = int(env_of(container)["HEALTHCHECK_PORT"])
+    asked = {probe: container[probe]["grpc"] for probe in PROBES}
+    assert asked == {
+        "startupProbe": {"port": port, "service": "liveness"},
+        "livenessProbe": {"port": port, "service": "liveness"},
+        "readinessProbe": {"port": port, "service": "readiness"},
+    }
+    assert_patient(container)
+
+
+def test_the_cni_probes_ask_the_address_the_daemon_serves_them_on(objects) -> None:
+    (container,) = pod_spec(objects, "cni-shim")["containers"]
+    args = container["args"]
+    port = int(args[args.index("--health-address") + 1].rpartition(":")[2])
+    asked = {probe: container[probe]["httpGet"] for probe in PROBES}
+    assert asked == {
+        "startupProbe": {"path": "/healthz", "port": port},
+        "livenessProbe": {"path": "/healthz", "port": port},
+        "readinessProbe": {"path": "/readyz", "port": port},
+    }
+    assert_patient(container)
+
+
+def assert_patient(container: dict[str, Any]) -> None:
+    """A healthy agent under load is never restarted: a probe gets 10 s or more (the checks' own
+    deadlines are shorter), and a restart takes a minute of failures in a row."""
+    for probe in PROBES:
+        assert container[probe]["timeoutSeconds"] >= 10, probe
+    live = container["livenessProbe"]
+    assert live["periodSeconds"] * live["failureThreshold"] >= 60
+
+
 def test_multus_auto_attach_is_a_single_opt_in_that_defaults_off() -> None:
     # The Helm chart's single opt-in is its value driver.multusAutoAttach (tests/unit/deploy/test_helm_chart.py).
     manifests = [p for p in DEPLOY_DIR.rglob("*.yaml") if DEPLOY_DIR / "helm" not in p.parents]
