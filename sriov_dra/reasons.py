@@ -100,7 +100,7 @@ INVALID_HEALTHCHECK_PORT: Final = "InvalidHealthcheckPort"
 INVALID_REPAIR_INTERVAL: Final = "InvalidRepairInterval"
 INVALID_METRICS_PORT: Final = "InvalidMetricsPort"
 AUTO_ATTACH_REQUIRES_MULTUS: Final = "AutoAttachRequiresMultus"
-# The sriov-dra CLI (inspect, orphans, render).
+# The sriov-dra CLI (inspect, orphans, render, uninstall-check).
 NO_CLUSTER_ACCESS: Final = "NoClusterAccess"
 NODE_UNREADABLE: Final = "NodeUnreadable"
 CHECKPOINT_UNREADABLE: Final = "CheckpointUnreadable"
@@ -110,6 +110,7 @@ NOT_AN_ORPHAN: Final = "NotAnOrphan"
 OTHER_NODE: Final = "OtherNode"
 SHADOW_REPLACED: Final = "ShadowReplaced"
 FINALIZE_FAILED: Final = "FinalizeFailed"
+UNINSTALL_BLOCKED: Final = "UninstallBlocked"
 
 _RETRY = "Nothing: kubelet retries."
 _RECREATE_POD = "Recreate the Pod (or its claim) within the supported envelope."
@@ -382,4 +383,8 @@ MEANINGS: Final[dict[str, tuple[str, str]]] = {
     ),
     SHADOW_REPLACED: ("The orphan's shadow was replaced since the scan.", "Scan again."),
     FINALIZE_FAILED: ("The orphan's shadow changed while it was finalized.", "Scan again."),
+    UNINSTALL_BLOCKED: (
+        "Managed shadows, our finalizers, allocated claims or checkpoint records remain (sriov-dra uninstall-check).",
+        "Delete the workloads using the driver's claims, let the driver release them, check again, then uninstall.",
+    ),
 }

@@ -5,6 +5,8 @@
 - ``render_chart(helm, *sets)``: ``helm template`` of deploy/helm/auto-sriov with ``--set`` pairs.
 - ``kustomize(kubectl, directory)``: ``kubectl kustomize`` of a kustomization directory.
 - ``without_helm_labels(obj)``: the object less the labels only Helm adds.
+- ``installed(objects)`` / ``hooks(objects)``: what ``helm install`` applies, and the hook objects
+  Helm runs around it (the pre-delete uninstall check), which the kustomize install has no form of.
 """
 
 from __future__ import annotations
@@ -71,6 +73,21 @@ def kustomize(kubectl: Path, directory: Path) -> list[dict[str, Any]]:
     )
     assert out.returncode == 0, out.stderr
     return documents(out.stdout)
+
+
+HOOK_ANNOTATION = "helm.sh/hook"
+
+
+def is_hook(obj: dict[str, Any]) -> bool:
+    return HOOK_ANNOTATION in (obj["metadata"].get("annotations") or {})
+
+
+def installed(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [o for o in objects if not is_hook(o)]
+
+
+def hooks(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [o for o in objects if is_hook(o)]
 
 
 def without_helm_labels(obj: dict[str, Any]) -> dict[str, Any]:

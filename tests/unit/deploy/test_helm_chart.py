@@ -18,6 +18,8 @@ from testbed.deployment import BASE_DIR, OPERATOR_DIR
 from tests.support.helm import (
     CHART_DIR,
     HELM_LABELS,
+    hooks,
+    installed,
     kustomize,
     render_chart,
     run_helm,
@@ -51,10 +53,10 @@ def env_of(container: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("operator", [False, True], ids=["deploy", "deploy-operator"])
 def test_default_values_render_exactly_the_kustomize_install(helm, kubectl, operator) -> None:
     if operator:
-        chart = keyed(render_chart(helm, "operator.enabled=true"))
+        chart = keyed(installed(render_chart(helm, "operator.enabled=true")))
         expected = keyed(kustomize(kubectl, OPERATOR_DIR))
     else:
-        chart = keyed(render_chart(helm))
+        chart = keyed(installed(render_chart(helm)))
         expected = keyed(kustomize(kubectl, BASE_DIR))
     assert sorted(chart) == sorted(expected)
     differ: list[str] = []
@@ -124,6 +126,37 @@ def test_health_ports_move_the_probes_and_zero_turns_them_off(helm) -> None:
     (daemon,) = pod_spec(off, "cni-shim")["containers"]
     assert "--health-address" not in daemon["args"]
     assert not [p for p in probes if p in driver or p in daemon]
+
+
+def test_uninstall_is_checked_first_by_a_minimal_pre_delete_hook(helm) -> None:
+    found = hooks(render_chart(helm))
+    assert {(o["kind"], o["metadata"]["name"]) for o in found} == {
+        (kind, "sriov-dra-uninstall-check")
+        for kind in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Job")
+    }
+    for obj in found:
+        annotations = obj["metadata"]["annotations"]
+        assert annotations["helm.sh/hook"] == "pre-delete"
+        # A refused uninstall keeps the Job's log; the next attempt replaces it, a pass deletes it.
+        assert annotations["helm.sh/hook-delete-policy"] == "before-hook-creation,hook-succeeded"
+    by_kind = {o["kind"]: o for o in found}
+    weights = {k: int(o["metadata"]["annotations"]["helm.sh/hook-weight"]) for k, o in by_kind.items()}
+    assert max(w for k, w in weights.items() if k != "Job") < weights["Job"]  # RBAC before the Job
+    rules = by_kind["ClusterRole"]["rules"]
+    assert [(r["apiGroups"], r["resources"], r["verbs"]) for r in rules] == [
+        (["k8s.cni.cncf.io"], ["network-attachment-definitions"], ["list"]),
+        (["resource.k8s.io"], ["resourceclaims"], ["list"]),
+    ]
+    job = by_kind["Job"]["spec"]
+    (container,) = job["template"]["spec"]["containers"]
+    assert container["command"] == ["sriov-dra", "uninstall-check"]
+    assert container["image"] == pod_spec(render_chart(helm), "sriov-dra-driver")["containers"][0]["image"]
+    assert (
+        job["backoffLimit"] == 0
+        and job["template"]["spec"]["serviceAccountName"] == "sriov-dra-uninstall-check"
+    )
+    assert hooks(render_chart(helm, "uninstallCheck.enabled=false")) == []
+    assert hooks(render_chart(helm, "driver.enabled=false")) == []
 
 
 def test_values_reach_the_fields_they_name(helm) -> None:
