@@ -456,7 +456,7 @@ def test_cni_writes_only_network_status_of_its_own_nodes_pods(world: World) -> N
         "own-node",
     )
     refused(
-        lambda: status_write(w.cni, w, here, **{REGISTRY_ANNOTATION: "{}"}),
+        lambda: status_write(w.cni, w, here, **{"example.com/x": "y"}),
         "auto-sriov-cni-pods",
         "network-status-only",
     )
