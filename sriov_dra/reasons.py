@@ -75,6 +75,7 @@ POD_PATCH_RETRIES_EXHAUSTED: Final = "PodPatchRetriesExhausted"
 # Shadows, their release and repair.
 SHADOW_CONFLICT: Final = "ShadowConflict"
 SHADOW_DELETION_PENDING: Final = "ShadowDeletionPending"
+SHADOW_RESTORED: Final = "ShadowRestored"
 FINALIZER_REMOVAL_RETRIES_EXHAUSTED: Final = "FinalizerRemovalRetriesExhausted"
 REPAIR_CRASHED: Final = "RepairCrashed"
 # The claim's status.devices report; SHADOW_READY is the reason of its Ready condition.
@@ -304,6 +305,10 @@ MEANINGS: Final[dict[str, tuple[str, str]]] = {
     SHADOW_DELETION_PENDING: (
         "The shadow is being deleted while its Pod still uses it; it is not recreated.",
         "Delete and recreate the Pod.",
+    ),
+    SHADOW_RESTORED: (
+        "Someone edited a shadow's config, managed labels or binding annotation; repair put the driver's bytes back.",
+        "Find the writer in the audit log; install deploy/admission/ (auto-sriov-managed-shadows) to refuse such edits.",
     ),
     FINALIZER_REMOVAL_RETRIES_EXHAUSTED: (
         "The shadow kept changing while its finalizer was removed.",

@@ -13,7 +13,15 @@ import yaml
 from testbed.deployment import BASE_DIR, CNI_NAMESPACE, CNI_SA, DEPLOY_DIR, DRIVER_NAMESPACE, DRIVER_SA
 from tests.support.deploy import CNI_NEEDS, DRIVER_NEEDS, Permission, deploy_objects, kustomization_resources
 
-CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "DeviceClass"}
+CLUSTER_SCOPED = {
+    "Namespace",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "CustomResourceDefinition",
+    "DeviceClass",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+}
 
 
 @pytest.fixture(scope="module")
