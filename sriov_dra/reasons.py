@@ -308,7 +308,7 @@ MEANINGS: Final[dict[str, tuple[str, str]]] = {
     ),
     SHADOW_RESTORED: (
         "Someone edited a shadow's config, managed labels or binding annotation; repair put the driver's bytes back.",
-        "Find the writer in the audit log; install deploy/admission/ (auto-sriov-managed-shadows) to refuse such edits.",
+        "Find the writer in the audit log; install deploy/base/admission/ (auto-sriov-managed-shadows) to refuse such edits.",
     ),
     FINALIZER_REMOVAL_RETRIES_EXHAUSTED: (
         "The shadow kept changing while its finalizer was removed.",

@@ -1,4 +1,4 @@
-"""deploy/admission/'s ValidatingAdmissionPolicies on the bed, and the identities they judge.
+"""deploy/base/admission/'s ValidatingAdmissionPolicies on the bed, and the identities they judge.
 
 - ``install_policies(bed)`` applies every policy and binding the kustomize install ships and returns
   once the API server enforces them (policies load asynchronously: a forged shadow, dry run, must
@@ -24,10 +24,10 @@ from kubernetes.client.exceptions import ApiException
 from sriov_contract.keys import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from testbed import access
 from testbed.bed import TestBed
-from testbed.deployment import DEPLOY_DIR, load_documents
+from testbed.deployment import BASE_DIR, load_documents
 from testbed.waiting import wait_for
 
-ADMISSION_DIR = DEPLOY_DIR / "admission"
+ADMISSION_DIR = BASE_DIR / "admission"
 POLICY_KINDS = frozenset({"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"})
 LOAD_TIMEOUT = 30.0
 # "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: message" (apiserver's wording).

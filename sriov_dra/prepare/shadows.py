@@ -83,7 +83,7 @@ def ensure_shadow(
     if restored is not None:
         log.warning(
             "%s: shadow %s/%s of claim %s was edited (config, labels or binding); the driver's bytes are "
-            "put back. deploy/admission/ policies refuse such edits",
+            "put back. deploy/base/admission/ policies refuse such edits",
             reasons.SHADOW_RESTORED,
             record.pod_namespace,
             record.shadow_name,

@@ -1,4 +1,4 @@
-"""The real `sriov-dra-driver` with deploy/admission/ installed and its DaemonSet-like token (bound
+"""The real `sriov-dra-driver` with deploy/base/admission/ installed and its DaemonSet-like token (bound
 to a Pod on the bed's node): prepare, repair and release still work, and both layers of issue 31
 item 3 show: the policy refuses a tenant's edit of a shadow, and with the policy unbound, repair
 puts the edited config back and the Pod's release still removes everything."""

@@ -1,4 +1,4 @@
-"""docs/threat-model.md's attacks on the real API server, with deploy/admission/'s policies installed.
+"""docs/threat-model.md's attacks on the real API server, with deploy/base/admission/'s policies installed.
 
 Identities are the real ones: the driver's and the CNI's ServiceAccount tokens bound to a Pod on a
 node (as a DaemonSet Pod's projected token is; one driver token from another node), a driver token
