@@ -168,6 +168,8 @@ class NodeCni:
             "liveNetworkConfigOnAdd": True,
             "logFile": str(self.run / "cni-shim.log"),
             "logLevel": "verbose",
+            # The shim tells a VF by its physfn link: on the bed, in the fake node's tree.
+            "sysfsRoot": str(self.node().sysfs_root),
         }
         shim: dict[str, Any] = {
             "cniVersion": "1.0.0",
