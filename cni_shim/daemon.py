@@ -41,23 +41,28 @@ class JsonLog:
 )
 @click.option("--metrics-address", default="", help="host:port for /metrics (overrides metricsPort).")
 @click.option(
+    "--health-address",
+    default="",
+    help="host:port for kubelet's /healthz and /readyz probes, answered through the socket.",
+)
+@click.option(
     "--enable-test-hooks",
     is_flag=True,
     hidden=True,
     help="Serve /debug/informers and /debug/informers/freeze on the socket (tests only).",
 )
-def cli(config_path: str, metrics_address: str, enable_test_hooks: bool) -> None:
+def cli(config_path: str, metrics_address: str, health_address: str, enable_test_hooks: bool) -> None:
     """Serve cni-shim's thick mode on a unix socket."""
     log = JsonLog(sys.stderr)
     env = dict(os.environ)
     try:
-        conf = load_config(config_path, env, metrics_address)
+        conf = load_config(config_path, env, metrics_address, health_address)
         status = thick.run(conf, env, test_hooks=enable_test_hooks, log=log)
     except ReasonedError as exc:
         log("error", str(exc))
         sys.exit(1)
     except OSError as exc:
-        log("error", f"StartupFailed: {exc}; check the socket directory and metrics address")
+        log("error", f"StartupFailed: {exc}; check the socket directory and the metrics and health addresses")
         sys.exit(1)
     sys.exit(status)
 

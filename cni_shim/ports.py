@@ -78,6 +78,20 @@ class ConfFiles(Protocol):
     def read(self, path: str) -> bytes: ...
 
 
+class NodeDevices(Protocol):
+    """This node's devices as a delegate would find them (sysfs) and the kubelet's device-plugin
+    allocations (its checkpoint); cni_shim.core.deviceaccess decides with the answers."""
+
+    def virtual_function(self, kind: str, value: str) -> str | None:
+        """The PCI address of the SR-IOV VF that `value` names (a cni_shim.core.deviceaccess kind:
+        PCI address, netdev, MAC, sysfs path), None when it names no VF on this node."""
+        ...
+
+    def allocated(self, pod_uid: str, resource_name: str) -> frozenset[str]:
+        """The device IDs the kubelet's device plugins allocated to the Pod under `resource_name`."""
+        ...
+
+
 class Routes(Protocol):
     """Default routes inside a Pod network namespace (Multus default-route handling)."""
 

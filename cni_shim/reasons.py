@@ -68,6 +68,8 @@ MANAGED_SHADOW_HAS_RESOURCE_NAME: "Final" = "ManagedShadowHasResourceName"
 MANAGED_SHADOW_CONFIG_HASH_MISMATCH: "Final" = "ManagedShadowConfigHashMismatch"
 MANAGED_SHADOW_NOT_REGISTERED: "Final" = "ManagedShadowNotRegistered"
 MANAGED_SHADOW_REGISTRY_MISMATCH: "Final" = "ManagedShadowRegistryMismatch"
+# Device access: no VF reaches a Pod that was not given it.
+VIRTUAL_FUNCTION_NOT_ALLOCATED: "Final" = "VirtualFunctionNotAllocated"
 # Thick mode: the shim, the daemon and the daemon's own config.
 DAEMON_UNAVAILABLE: "Final" = "DaemonUnavailable"
 DAEMON_TIMEOUT: "Final" = "DaemonTimeout"
@@ -248,6 +250,14 @@ MEANINGS: "Final[dict[str, tuple[str, str]]]" = {
     MANAGED_SHADOW_REGISTRY_MISMATCH: (
         _GUARD + "the registry entry disagrees with the shadow or binding (name, UID, hash, interface).",
         _RECREATE,
+    ),
+    VIRTUAL_FUNCTION_NOT_ALLOCATED: (
+        "A network the Pod selects names an SR-IOV virtual function of this node (deviceID, pciBusID, "
+        "a host-device device, at runtime or in its config) that neither a managed shadow bound to "
+        "the Pod nor the kubelet's device-plugin allocation for the NAD's resourceName gives it; "
+        "no delegate ran and the VF stayed on the host.",
+        "Ask for the VF through a ResourceClaim (DRA) or the device plugin's resource; a namespace "
+        "that must use static device NADs goes into staticDeviceNamespaces (docs/cni-shim.md).",
     ),
     DAEMON_UNAVAILABLE: (
         "Thick mode: cni-shim-daemon is not serving its socket.",

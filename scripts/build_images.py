@@ -4,7 +4,7 @@ No image can be pulled on these machines, so the base is made from Debian packag
 a rootfs tarball -> `buildah commit`), laid out where the Dockerfiles expect the official Python
 image's files. Dockerfile.driver and Dockerfile.cni are then built unchanged with buildah
 (`--build-arg PYTHON_IMAGE=<that base>`; the release keeps the digest-pinned official base), tagged
-exactly as deploy/kustomization.yaml names them and exported as OCI archives for the nodes'
+exactly as deploy/base/kustomization.yaml names them and exported as OCI archives for the nodes'
 containerd (`ctr -n k8s.io images import`).
 
 Each image is cached by a key over everything that decides its content: the base recipe, the
@@ -40,7 +40,7 @@ from typing import Any
 import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-KUSTOMIZATION = REPO_ROOT / "deploy" / "kustomization.yaml"
+KUSTOMIZATION = REPO_ROOT / "deploy" / "base" / "kustomization.yaml"
 # Bumped when the way an image is built changes in a way no hashed input shows.
 RECIPE_VERSION = 1
 # How many keyed builds of one image stay in the cache (the newest; older ones are removed).
@@ -401,7 +401,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--print-dir", action="store_true", help="print name=directory per image, build nothing"
     )
-    parser.add_argument("--tag", help="tag instead of the manifests' (deploy/kustomization.yaml newTag)")
+    parser.add_argument("--tag", help="tag instead of the manifests' (deploy/base/kustomization.yaml newTag)")
     args = parser.parse_args(argv)
     products = [p for p in PRODUCTS if not args.images or p.name in args.images]
     unknown = set(args.images) - {p.name for p in PRODUCTS}

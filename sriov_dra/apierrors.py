@@ -67,7 +67,7 @@ def api_error(status: int, verb: str, what: str, detail: str = "", *, reason: st
     said = f": {server_detail(detail)}" if detail else ""
     if status == 403:
         hint = (
-            "grant the driver's ServiceAccount the rights in deploy/driver-rbac.yaml; the binding's "
+            "grant the driver's ServiceAccount the rights in deploy/base/driver-rbac.yaml; the binding's "
             "state is kept and kubelet retries"
         )
     elif status == 0:

@@ -75,6 +75,7 @@ POD_PATCH_RETRIES_EXHAUSTED: Final = "PodPatchRetriesExhausted"
 # Shadows, their release and repair.
 SHADOW_CONFLICT: Final = "ShadowConflict"
 SHADOW_DELETION_PENDING: Final = "ShadowDeletionPending"
+SHADOW_RESTORED: Final = "ShadowRestored"
 FINALIZER_REMOVAL_RETRIES_EXHAUSTED: Final = "FinalizerRemovalRetriesExhausted"
 REPAIR_CRASHED: Final = "RepairCrashed"
 # The claim's status.devices report; SHADOW_READY is the reason of its Ready condition.
@@ -100,7 +101,7 @@ INVALID_HEALTHCHECK_PORT: Final = "InvalidHealthcheckPort"
 INVALID_REPAIR_INTERVAL: Final = "InvalidRepairInterval"
 INVALID_METRICS_PORT: Final = "InvalidMetricsPort"
 AUTO_ATTACH_REQUIRES_MULTUS: Final = "AutoAttachRequiresMultus"
-# The sriov-dra CLI (inspect, orphans, render).
+# The sriov-dra CLI (inspect, orphans, render, uninstall-check).
 NO_CLUSTER_ACCESS: Final = "NoClusterAccess"
 NODE_UNREADABLE: Final = "NodeUnreadable"
 CHECKPOINT_UNREADABLE: Final = "CheckpointUnreadable"
@@ -110,6 +111,7 @@ NOT_AN_ORPHAN: Final = "NotAnOrphan"
 OTHER_NODE: Final = "OtherNode"
 SHADOW_REPLACED: Final = "ShadowReplaced"
 FINALIZE_FAILED: Final = "FinalizeFailed"
+UNINSTALL_BLOCKED: Final = "UninstallBlocked"
 
 _RETRY = "Nothing: kubelet retries."
 _RECREATE_POD = "Recreate the Pod (or its claim) within the supported envelope."
@@ -304,6 +306,10 @@ MEANINGS: Final[dict[str, tuple[str, str]]] = {
         "The shadow is being deleted while its Pod still uses it; it is not recreated.",
         "Delete and recreate the Pod.",
     ),
+    SHADOW_RESTORED: (
+        "Someone edited a shadow's config, managed labels or binding annotation; repair put the driver's bytes back.",
+        "Find the writer in the audit log; install deploy/base/admission/ (auto-sriov-managed-shadows) to refuse such edits.",
+    ),
     FINALIZER_REMOVAL_RETRIES_EXHAUSTED: (
         "The shadow kept changing while its finalizer was removed.",
         _RETRY,
@@ -315,7 +321,7 @@ MEANINGS: Final[dict[str, tuple[str, str]]] = {
     ),
     DEVICE_STATUS_FORBIDDEN: (
         "The API server refused the driver's status.devices entries.",
-        "Grant associated-node:patch on resourceclaims/driver (deploy/driver-rbac.yaml); networking is unaffected.",
+        "Grant associated-node:patch on resourceclaims/driver (deploy/base/driver-rbac.yaml); networking is unaffected.",
     ),
     DEVICE_STATUS_FAILED: (
         "Writing status.devices failed unexpectedly (a bug).",
@@ -323,7 +329,7 @@ MEANINGS: Final[dict[str, tuple[str, str]]] = {
     ),
     ACCESS_DENIED: (
         "The API server answered 403.",
-        "Grant the rights in deploy/driver-rbac.yaml; state is kept.",
+        "Grant the rights in deploy/base/driver-rbac.yaml; state is kept.",
     ),
     NOT_FOUND: ("The API server answered 404 for an object that must exist.", _RETRY),
     CONFLICT: ("The API server answered 409 (a resourceVersion or precondition conflict).", _RETRY),
@@ -382,4 +388,8 @@ MEANINGS: Final[dict[str, tuple[str, str]]] = {
     ),
     SHADOW_REPLACED: ("The orphan's shadow was replaced since the scan.", "Scan again."),
     FINALIZE_FAILED: ("The orphan's shadow changed while it was finalized.", "Scan again."),
+    UNINSTALL_BLOCKED: (
+        "Managed shadows, our finalizers, allocated claims or checkpoint records remain (sriov-dra uninstall-check).",
+        "Delete the workloads using the driver's claims, let the driver release them, check again, then uninstall.",
+    ),
 }

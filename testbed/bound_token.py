@@ -3,7 +3,7 @@
 The API server honours the `associated-node:` verbs (the driver's ResourceClaim status.devices
 writes, KEP-4817) only for such a token: the bed's client-certificate identities carry no node.
 The Pod object only anchors the token to the node. It is host-network like the driver's DaemonSet
-Pod (deploy/driver-daemonset.yaml): the simulated kubelet makes no sandbox network for it, and the
+Pod (deploy/base/driver-daemonset.yaml): the simulated kubelet makes no sandbox network for it, and the
 real kubelet runs it on a local image.
 """
 

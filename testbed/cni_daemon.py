@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
@@ -50,6 +51,7 @@ class DaemonProc:
         self.workdir = workdir
         self.socket_dir = workdir / "sock"
         self.metrics_port = free_port()
+        self.health_port = free_port()
         self.config = {
             "socketDir": str(self.socket_dir),
             "metricsAddress": f"127.0.0.1:{self.metrics_port}",
@@ -68,7 +70,14 @@ class DaemonProc:
     def start(self, timeout: float = 40.0) -> DaemonProc:
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
-                [str(DAEMON), "--config", str(self.config_path), "--enable-test-hooks"],
+                [
+                    str(DAEMON),
+                    "--config",
+                    str(self.config_path),
+                    "--health-address",
+                    f"127.0.0.1:{self.health_port}",
+                    "--enable-test-hooks",
+                ],
                 env=self._env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -93,6 +102,16 @@ class DaemonProc:
 
     def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
         return forward.exchange(self.socket_path, method, path, body, 10.0)
+
+    def probe(self, path: str, timeout: float = 5.0) -> int:
+        """What kubelet's httpGet probe of `path` (/healthz, /readyz) gets: the HTTP status."""
+        try:
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{self.health_port}{path}", timeout=timeout
+            ) as resp:
+                return int(resp.status)
+        except urllib.error.HTTPError as exc:
+            return int(exc.code)
 
     def informers(self) -> dict[str, dict[str, str]]:
         status, body = self.request("GET", "/debug/informers")

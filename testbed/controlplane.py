@@ -25,7 +25,7 @@ from testbed.processes import free_port, launch, log_tail
 from testbed.tools import REPO_ROOT, ToolSet
 from testbed.waiting import WaitTimeout, wait_for
 
-CRD_DIR = REPO_ROOT / "deploy" / "crds"
+CRD_DIR = REPO_ROOT / "deploy" / "base" / "crds"
 # The operator path's CRDs ship in its overlay; the bed serves both paths.
 OPERATOR_CRD_DIR = REPO_ROOT / "deploy" / "operator" / "crds"
 SERVICE_CIDR = "10.0.0.0/24"

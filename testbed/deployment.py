@@ -1,4 +1,4 @@
-"""The shipped installation as the bed applies it: where deploy/ and the documented examples are,
+"""The shipped installation as the bed applies it: where deploy/base/, deploy/operator/ and the documented examples are,
 the namespaces and ServiceAccounts the manifests name, and the user the API server authenticates
 a ServiceAccount as."""
 
@@ -11,6 +11,9 @@ import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEPLOY_DIR = REPO_ROOT / "deploy"
+# The driver-only install (`kubectl apply -k deploy/base/`) and the overlay that adds the operator
+# to it; siblings, because kustomize refuses an overlay whose base directory contains it.
+BASE_DIR = DEPLOY_DIR / "base"
 OPERATOR_DIR = DEPLOY_DIR / "operator"
 EXAMPLES_DIR = REPO_ROOT / "docs" / "examples"
 DRIVER_NAMESPACE = "dra-driver-sriov"

@@ -20,7 +20,7 @@ from sriov_contract import keys
 from sriov_contract.errors import ReasonedError
 from sriov_dra.model import ATTR_PCI_BUS_ID
 from testbed.bound_token import BoundToken, node_bound_kubeconfig
-from testbed.deployment import DEPLOY_DIR, DRIVER_NAMESPACE, DRIVER_SA
+from testbed.deployment import BASE_DIR, DRIVER_NAMESPACE, DRIVER_SA
 from testbed.processes import BIN, Process
 from testbed.waiting import WaitTimeout, wait_for
 
@@ -104,10 +104,10 @@ class Driver(DriverState):
         self.token: BoundToken | None = None
 
     def grant(self, anchor_image: str | None) -> None:
-        """Exactly the deployed RBAC (deploy/driver-rbac.yaml). The driver runs as its
+        """Exactly the deployed RBAC (deploy/base/driver-rbac.yaml). The driver runs as its
         ServiceAccount with a token bound to a Pod on the node, as in its DaemonSet; where the real
         kubelet runs, it runs that anchor Pod from ``anchor_image``."""
-        self.bed.apply(yaml.safe_load_all((DEPLOY_DIR / "driver-rbac.yaml").read_text()))
+        self.bed.apply(yaml.safe_load_all((BASE_DIR / "driver-rbac.yaml").read_text()))
         self.token = node_bound_kubeconfig(
             self.bed,
             DRIVER_NAMESPACE,

@@ -18,7 +18,7 @@ from sriov_contract.registry import parse_registry
 from testbed.apiobjects import as_object, items_of, name_of
 from testbed.bed import TestBed
 from testbed.claims import claim_ref, custom_objects
-from testbed.deployment import DEPLOY_DIR, DRIVER_NAMESPACE, DRIVER_SA, load_documents, service_account_user
+from testbed.deployment import BASE_DIR, DRIVER_NAMESPACE, DRIVER_SA, load_documents, service_account_user
 from testbed.fake_kubelet import FakeKubelet, KubeletDirs
 from testbed.fakenode import FakeNode
 from testbed.node_agent import DRIVER, Agent, put_attributes, put_policy, wait_published
@@ -42,7 +42,7 @@ def sriov_config(name: str, subnet: str) -> str:
 
 def issue_shipped_rbac_identity(testbed: TestBed) -> str:
     """A client identity that authenticates as the driver's ServiceAccount, bound only by
-    deploy/driver-rbac.yaml as shipped (ClusterRole + policy Role in dra-driver-sriov)."""
+    deploy/base/driver-rbac.yaml as shipped (ClusterRole + policy Role in dra-driver-sriov)."""
     core = client.CoreV1Api(testbed.api_client)
     try:
         core.create_namespace(client.V1Namespace.model_validate({"metadata": {"name": DRIVER_NAMESPACE}}))
@@ -51,7 +51,7 @@ def issue_shipped_rbac_identity(testbed: TestBed) -> str:
             raise
     user, groups = service_account_user(DRIVER_NAMESPACE, DRIVER_SA)
     testbed.issue_identity(IDENTITY, user, groups)
-    testbed.apply(load_documents(DEPLOY_DIR / "driver-rbac.yaml"))
+    testbed.apply(load_documents(BASE_DIR / "driver-rbac.yaml"))
     sa = testbed.client_for(IDENTITY)
     try:
         wait_for(

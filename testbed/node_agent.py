@@ -46,7 +46,7 @@ DRIVER_RULES = [
 def install_driver_crds(testbed: TestBed) -> None:
     """Our CRDs, established, and the driver's rights to read them (not the shipped RBAC)."""
     docs = [
-        yaml.safe_load((REPO / "deploy/crds" / f).read_text())
+        yaml.safe_load((REPO / "deploy/base/crds" / f).read_text())
         for f in ("sriovresourcepolicy.yaml", "deviceattributes.yaml")
     ]
     testbed.apply(docs)

@@ -22,7 +22,7 @@ from cni_shim import launcher
 from plugins.sriov import state as sriov_state
 from sriov_contract.errors import ReasonedError
 from testbed import bootstrap
-from testbed.deployment import DEPLOY_DIR
+from testbed.deployment import BASE_DIR
 from testbed.processes import BIN, Process
 from testbed.tools import REPO_ROOT, ToolSet
 from testbed.waiting import wait_for
@@ -198,6 +198,8 @@ class NodeCni:
             "liveNetworkConfigOnAdd": True,
             "logFile": str(self.run / "cni-shim.log"),
             "logLevel": "verbose",
+            # The shim tells a VF by its physfn link: on the bed, in the fake node's tree.
+            "sysfsRoot": str(self.node().sysfs_root),
         }
         shim: dict[str, Any] = {
             "cniVersion": "1.0.0",
@@ -220,8 +222,8 @@ class NodeCni:
         (self.net_dir / "00-auto-sriov.conf").write_text(json.dumps(shim, indent=2))
 
     def grant(self) -> None:
-        """Exactly the deployed CNI RBAC (deploy/cni-rbac.yaml), for a client-cert user."""
-        self.bed.grant(self.bed.user_of("cni"), rbac_rules(DEPLOY_DIR / "cni-rbac.yaml", "ClusterRole"))
+        """Exactly the deployed CNI RBAC (deploy/base/cni-rbac.yaml), for a client-cert user."""
+        self.bed.grant(self.bed.user_of("cni"), rbac_rules(BASE_DIR / "cni-rbac.yaml", "ClusterRole"))
 
     def delegate_env(self) -> dict[str, str]:
         """The environment the CNI plugins run with: the fake node's sysfs, the sriov plugin's data."""

@@ -21,9 +21,13 @@ class DaemonConfig:
     chroot_dir: str
     metrics_address: str
     node_name: str
+    # host:port of kubelet's /healthz and /readyz (cni_shim.thick.health); "" serves none.
+    health_address: str = ""
 
 
-def load_config(path: str, env: dict[str, str], metrics_address: str = "") -> DaemonConfig:
+def load_config(
+    path: str, env: dict[str, str], metrics_address: str = "", health_address: str = ""
+) -> DaemonConfig:
     try:
         with open(path, "rb") as fh:
             raw = json.load(fh)
@@ -48,4 +52,5 @@ def load_config(path: str, env: dict[str, str], metrics_address: str = "") -> Da
         chroot_dir=str(raw.get("chrootDir") or ""),
         metrics_address=address,
         node_name=env.get("NODE_NAME") or env.get("MULTUS_NODE_NAME", ""),
+        health_address=health_address,
     )

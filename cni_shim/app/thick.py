@@ -31,6 +31,8 @@ from cni_shim.node.versioncache import VersionCache
 from cni_shim.ports import KubeApi
 from cni_shim.thick.dispatch import Dispatcher
 from cni_shim.thick.eventqueue import EventQueue
+from cni_shim.thick.forward import SOCKET_NAME
+from cni_shim.thick.health import HealthServer
 from cni_shim.thick.metrics import Metrics
 from cni_shim.thick.server import Hooks, Server, State, listen
 from sriov_contract.errors import ReasonedError
@@ -220,15 +222,18 @@ def run(conf: DaemonConfig, env: dict[str, str], *, test_hooks: bool, log: Log) 
         metrics.serve(conf.metrics_address)
     state = State()
     server = listen(conf.socket_dir, dispatcher.serve, state, hooks)
+    socket_path = os.path.join(conf.socket_dir, SOCKET_NAME)
+    health = HealthServer(conf.health_address, socket_path) if conf.health_address else None
     life = _Lifecycle(stop, state, server, log)
     life.start(informers)
     log(
         "info",
         "serving",
-        socket=os.path.join(conf.socket_dir, "cni-shim.sock"),
+        socket=socket_path,
         node=conf.node_name,
         kubernetes=api.server if api is not None else "",
         metrics=conf.metrics_address,
+        health=conf.health_address,
         mallocArenaMax=arena_max,  # null: the environment or the C library decides
     )
     if writer is not None:
@@ -236,12 +241,16 @@ def run(conf: DaemonConfig, env: dict[str, str], *, test_hooks: bool, log: Log) 
             writer.start(stop, life.readiness_lost)
         except (ReasonedError, OSError) as exc:
             log("error", f"failed to start config manager: {exc}")
+            if health is not None:
+                health.stop()
             server.server_close()
             return 3
     try:
         server.serve_forever()
     finally:
         stop.set()
+        if health is not None:
+            health.stop()
         server.server_close()
         if writer is not None:
             writer.remove()  # Multus deletes 00-multus.conf when its config manager stops

@@ -24,7 +24,7 @@ from cni_shim.node.versioncache import FileVersionCache
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 
 if TYPE_CHECKING:
-    from cni_shim.ports import KubeApi
+    from cni_shim.ports import KubeApi, NodeDevices
 
 
 # Under cniDir, beside the delegate plans (files) and results (a directory).
@@ -53,6 +53,12 @@ def kube_for(env: Mapping[str, str]) -> Callable[[NetConf], KubeApi | None]:
     return build
 
 
+def node_devices(conf: NetConf) -> NodeDevices:
+    from cni_shim.node.devices import SysfsDevices  # noqa: PLC0415 - only when a network names a device
+
+    return SysfsDevices(conf.sysfs_root, conf.device_checkpoint_file)
+
+
 def services(env: Mapping[str, str]) -> Services:
     clients: dict[str, KubeApi | None] = {}
     build = kube_for(env)
@@ -76,4 +82,5 @@ def services(env: Mapping[str, str]) -> Services:
         # The invocation's one API client, once the ADD has made it (none: no Events).
         events=ThinEvents(lambda: next((c for c in clients.values() if c is not None), None)),
         versions_for=lambda cni_dir: FileVersionCache(executor, os.path.join(cni_dir, VERSIONS_DIR)),
+        devices_for=node_devices,
     )

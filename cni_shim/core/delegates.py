@@ -45,6 +45,12 @@ class Candidate(TypedTuple):
     master: bool = False
     selection: NetworkSelection | None = None
     managed: bool = False
+    # Device access (cni_shim.core.deviceaccess): the VF a verified managed shadow binds to this
+    # Pod, the NAD's device-plugin resourceName, and, on a DEL, why a managed shadow is not this
+    # Pod's (that delegate is then never run).
+    bound_pci: str = ""
+    resource_name: str = ""
+    foreign: str = ""
 
 
 def _err(reason: str, message: str) -> CniError:

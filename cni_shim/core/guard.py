@@ -155,27 +155,44 @@ def check_shadow(
     selection: NetworkSelection,
     pod: Mapping[str, Any],
     registry: Registry | None,
-) -> None:
+) -> str:
     """All of spec 10.3 for one selected shadow (Pod, node, namespace, owner, finalizer, deletion,
-    resourceName, PCI, hash, registry); raises on the first failed check."""
+    resourceName, PCI, hash, registry); raises on the first failed check, returns the bound VF's PCI."""
     meta = nad.get("metadata") or {}
     what = f"{meta.get('namespace')}/{meta.get('name')}"
-    annotations = meta.get("annotations") or {}
-    try:
-        binding = parse_binding(str(annotations[keys.BINDING_ANNOTATION]))
-    except ContractError as exc:
-        raise _reject(
-            reasons.MANAGED_SHADOW_BINDING_INVALID, what, f"{keys.BINDING_ANNOTATION} is unusable ({exc})"
-        ) from exc
+    binding = _binding(meta, what)
     _check_owner(meta, pod, binding, what)
     _check_config(spec_config(nad), binding, what)
     _check_selection(selection, binding, what)
     if registry is not None:
         _check_registered(registry, meta, binding, what)
+    return binding.pci_address
 
 
-def _check_owner(meta: Mapping[str, Any], pod: Mapping[str, Any], binding: Binding, what: str) -> None:
-    """The shadow is this Pod's, on its node and in its namespace, protected and not going away."""
+def check_bound(nad: Mapping[str, Any], pod: Mapping[str, Any]) -> str:
+    """A DEL without a delegate cache: is this shadow, as it is now, this Pod's, for its VF? Returns
+    the bound PCI or raises. The checks that only matter before attaching (finalizer, deletion,
+    selection, registry) are left out: a Pod's DEL meets its shadows Terminating."""
+    meta = nad.get("metadata") or {}
+    what = f"{meta.get('namespace')}/{meta.get('name')}"
+    binding = _binding(meta, what)
+    _check_bound_pod(meta, pod, binding, what)
+    _check_config(spec_config(nad), binding, what)
+    return binding.pci_address
+
+
+def _binding(meta: Mapping[str, Any], what: str) -> Binding:
+    annotations = meta.get("annotations") or {}
+    try:
+        return parse_binding(str(annotations[keys.BINDING_ANNOTATION]))
+    except ContractError as exc:
+        raise _reject(
+            reasons.MANAGED_SHADOW_BINDING_INVALID, what, f"{keys.BINDING_ANNOTATION} is unusable ({exc})"
+        ) from exc
+
+
+def _check_bound_pod(meta: Mapping[str, Any], pod: Mapping[str, Any], binding: Binding, what: str) -> None:
+    """The binding names this Pod, its node and its namespace."""
     pod_meta = pod.get("metadata") or {}
     if binding.pod_uid != pod_meta.get("uid"):
         raise _reject(
@@ -196,6 +213,12 @@ def _check_owner(meta: Mapping[str, Any], pod: Mapping[str, Any], binding: Bindi
             what,
             f"a shadow must live in the Pod namespace {pod_meta.get('namespace')}",
         )
+
+
+def _check_owner(meta: Mapping[str, Any], pod: Mapping[str, Any], binding: Binding, what: str) -> None:
+    """The shadow is this Pod's, on its node and in its namespace, protected and not going away."""
+    _check_bound_pod(meta, pod, binding, what)
+    pod_meta = pod.get("metadata") or {}
     owners = [
         o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Pod" and o.get("apiVersion") == "v1"
     ]

@@ -1,5 +1,6 @@
-"""The shim's own network configuration: Multus's keys, Multus's defaults, plus liveNetworkConfigOnAdd
-and podEvents (Multus's Pod Events, on unless false).
+"""The shim's own network configuration: Multus's keys, Multus's defaults, plus liveNetworkConfigOnAdd,
+podEvents (Multus's Pod Events, on unless false) and the device-access settings (sysfsRoot,
+deviceCheckpointFile, staticDeviceNamespaces: cni_shim.core.deviceaccess).
 
 Go's JSON decoder matches field names case-insensitively, so an existing 00-multus.conf that
 spells a key differently still works; we fold the known keys the same way.
@@ -21,6 +22,9 @@ if TYPE_CHECKING:
 DEFAULT_CONF_DIR = "/etc/cni/multus/net.d"
 DEFAULT_CNI_DIR = "/var/lib/cni/multus"
 DEFAULT_BIN_DIR = "/opt/cni/bin"
+DEFAULT_SYSFS_ROOT = "/sys"
+# Where the kubelet's device manager keeps its allocations (cni_shim.core.kubeletcheckpoint).
+DEFAULT_DEVICE_CHECKPOINT = "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
 # Only these runtime capability args survive into delegates (Multus's RuntimeConfig struct).
 RUNTIME_CONFIG_KEYS = (
     "portMappings",
@@ -55,6 +59,9 @@ _KNOWN = (
     "retryDeleteOnError",
     "liveNetworkConfigOnAdd",
     "podEvents",
+    "sysfsRoot",
+    "deviceCheckpointFile",
+    "staticDeviceNamespaces",
     "prevResult",
     "cni.dev/valid-attachments",
     "cni.dev/attachments",
@@ -84,6 +91,10 @@ class NetConf(TypedTuple):
     retry_delete_on_error: bool = False
     live_network_config_on_add: bool = False
     pod_events: bool = True
+    sysfs_root: str = DEFAULT_SYSFS_ROOT
+    device_checkpoint_file: str = DEFAULT_DEVICE_CHECKPOINT
+    # Namespaces whose Pods may take devices by name (static deviceID NADs): the administrator's opt-out.
+    static_device_namespaces: tuple[str, ...] = ()
     valid_attachments: tuple[tuple[str, str], ...] | None = None
 
 
@@ -191,6 +202,10 @@ def load(raw: dict[str, Any]) -> NetConf:
         retry_delete_on_error=_typed(raw, "retryDeleteOnError", bool, False),
         live_network_config_on_add=_typed(raw, "liveNetworkConfigOnAdd", bool, False),
         pod_events=_typed(raw, "podEvents", bool, True),
+        sysfs_root=_typed(raw, "sysfsRoot", str, DEFAULT_SYSFS_ROOT) or DEFAULT_SYSFS_ROOT,
+        device_checkpoint_file=_typed(raw, "deviceCheckpointFile", str, DEFAULT_DEVICE_CHECKPOINT)
+        or DEFAULT_DEVICE_CHECKPOINT,
+        static_device_namespaces=_strings(raw, "staticDeviceNamespaces", ()),
         valid_attachments=_attachments(raw),
     )
     if "prevResult" in raw and raw["prevResult"] is not None:

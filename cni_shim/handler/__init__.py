@@ -25,7 +25,17 @@ TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI s
 if TYPE_CHECKING:
     from typing import Any
 
-    from cni_shim.ports import CacheStore, Clock, ConfFiles, EventSink, Executor, KubeApi, Log, Routes
+    from cni_shim.ports import (
+        CacheStore,
+        Clock,
+        ConfFiles,
+        EventSink,
+        Executor,
+        KubeApi,
+        Log,
+        NodeDevices,
+        Routes,
+    )
 
     Json = dict[str, Any]
 
@@ -58,6 +68,9 @@ class Services(TypedTuple):
     # What asks delegates for their VERSION, given cniDir (thin mode keeps the answers there);
     # None: `executor` itself (the daemon's remembers them in memory).
     versions_for: Callable[[str], Executor] | None = None
+    # The node's VFs and device-plugin allocations (cni_shim.handler.devicegate), built only when a
+    # Pod's network names a device; None: a node without SR-IOV, where no name is a VF.
+    devices_for: Callable[[NetConf], NodeDevices] | None = None
 
 
 def handle(req: protocol.Request, svc: Services) -> Json | None:

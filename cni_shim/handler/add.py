@@ -9,6 +9,7 @@ from cni_shim import reasons
 from cni_shim.core import delegateplan, netstatus, podevents, results
 from cni_shim.core.network import Network
 from cni_shim.errors import INTERNAL, TRY_AGAIN_LATER, ApiError, CniError
+from cni_shim.handler import devicegate
 from cni_shim.handler.candidates import base_candidates, pod_candidates
 from cni_shim.handler.context import Context, kube, multus_context, runtime_conf, wait_readiness
 from cni_shim.handler.plan import plan
@@ -50,6 +51,7 @@ def add(ctx: Context) -> Json:
     if api is not None and pod is not None:
         with multus_context(f"{ctx.cmd_err()}error loading k8s delegates k8s args: "):
             candidates = pod_candidates(ctx, api, pod, candidates, guarded=True)
+        devicegate.check(ctx, candidates, pod)
     the_plan = plan(ctx, candidates, probe=True)
     with multus_context(
         f"{ctx.cmd_err()}error saving the delegates: saveDelegates: error in saving the delegates : "

@@ -100,14 +100,28 @@ def _nad_candidate(
             TRY_AGAIN_LATER,
         )
     annotations = (nad.get("metadata") or {}).get("annotations") or {}
-    managed = guarded and keys.BINDING_ANNOTATION in annotations
-    if managed:
+    shadow = keys.BINDING_ANNOTATION in annotations
+    managed = guarded and shadow
+    bound_pci = foreign = ""
+    if shadow:
         from cni_shim.core import guard  # noqa: PLC0415 - contract parsers only for Pods that use shadows
 
-        guard.check_shadow(nad, sel, pod, registry)
+        if guarded:
+            bound_pci = guard.check_shadow(nad, sel, pod, registry)
+        else:
+            # A DEL rebuilding what it has no cache for: a shadow that is not this Pod's is never run.
+            try:
+                bound_pci = guard.check_bound(nad, pod)
+            except CniError as exc:
+                foreign = f"{exc.reason}: {exc.message}"
     what = f"NetworkAttachmentDefinition {sel.namespace}/{sel.name}"
     net = delegates.nad_network(nad, ctx.conf.conf_dir, ctx.svc.conf_files, what)
-    return delegates.candidate(net, sel, what, managed)
+    resource_name = annotations.get(keys.RESOURCE_NAME_ANNOTATION)
+    return delegates.candidate(net, sel, what, managed)._replace(
+        bound_pci=bound_pci,
+        resource_name=resource_name if isinstance(resource_name, str) else "",
+        foreign=foreign,
+    )
 
 
 class _annotation_errors:

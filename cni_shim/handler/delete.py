@@ -1,5 +1,5 @@
 """DEL: tear down what the saved plan says was set up, last delegate first; without a plan,
-Multus's fallback rebuilds the delegates from the live Pod."""
+Multus's fallback rebuilds the delegates from the live Pod, less any its ADD would have refused."""
 
 from __future__ import annotations
 
@@ -32,7 +32,11 @@ def delete(ctx: Context) -> None:
 
 
 def _delete_without_cache(ctx: Context) -> None:
-    """Multus's fallback: rebuild from the live Pod if it exists, otherwise succeed with a warning."""
+    """Multus's fallback: rebuild from the live Pod if it exists, otherwise succeed with a warning.
+
+    Unlike Multus, a rebuilt delegate runs only if this Pod's ADD could have run it (issue #31):
+    a managed shadow bound to another Pod, or a delegate naming a VF this Pod was not given, is
+    left out and logged, so the DEL after a refused ADD never tears down someone else's VF."""
     api = kube(ctx)
     pod = None
     if api is not None and ctx.pod_args.known:
@@ -50,10 +54,17 @@ def _delete_without_cache(ctx: Context) -> None:
         return
     # Building delegates is off the cached DEL path: only this fallback loads it.
     from cni_shim.handler.candidates import base_candidates, pod_candidates  # noqa: PLC0415
+    from cni_shim.handler.devicegate import runnable  # noqa: PLC0415
     from cni_shim.handler.plan import plan  # noqa: PLC0415
 
     ctx.log.warning(f"{ctx.prefix()}no delegate cache; rebuilding delegates from the current Pod and NADs")
     candidates = pod_candidates(ctx, api, pod, base_candidates(ctx, api, pod), guarded=False)
-    failures = delete_plan(ctx, plan(ctx, candidates, probe=False))
+    rebuilt = plan(ctx, candidates, probe=False)  # interface names from the whole list, as ADD's
+    # Nothing runs that ADD would have refused: another Pod's shadow, a VF this Pod was not given.
+    keep = runnable(ctx, candidates, pod)
+    rebuilt = rebuilt._replace(
+        delegates=tuple(d for d, ok in zip(rebuilt.delegates, keep, strict=True) if ok)
+    )
+    failures = delete_plan(ctx, rebuilt)
     if failures:
         raise combined([exc for _, exc in failures])

@@ -49,6 +49,16 @@ def _bad(path: str, why: str) -> CniError:
     )
 
 
+def _yaml_problem(exc: Exception) -> str:
+    """What is wrong and where, never the text: PyYAML quotes the offending lines, and a
+    kubeconfig's lines hold tokens and keys that must not reach a log or a CNI error."""
+    problem, mark = getattr(exc, "problem", None), getattr(exc, "problem_mark", None)
+    if problem is None:
+        return type(exc).__name__
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"{problem}{where}"
+
+
 def _parse_text(path: str, text: bytes) -> dict[str, Any]:
     try:
         doc: Any = quickjson.loads(text)
@@ -56,7 +66,7 @@ def _parse_text(path: str, text: bytes) -> dict[str, Any]:
         try:
             doc = _yaml().safe_load(text)
         except Exception as exc:  # yaml raises many unrelated types for bad input
-            raise _bad(path, f"neither JSON nor YAML ({exc})") from exc
+            raise _bad(path, f"neither JSON nor YAML ({_yaml_problem(exc)})") from exc
     if not isinstance(doc, dict):
         raise _bad(path, "not a mapping")
     return doc

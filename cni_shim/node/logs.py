@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -20,7 +21,9 @@ class Logger:
         self._file: TextIO | None = None
         if log_file:
             try:
-                self._file = open(log_file, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the process
+                # 0600 as Multus's logger (lumberjack) creates it: readers are root's tools only.
+                fd = os.open(log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                self._file = open(fd, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the process
             except OSError as exc:
                 print(f"cni-shim: cannot open logFile {log_file}: {exc.strerror}", file=sys.stderr)
 

@@ -280,7 +280,11 @@ def run(cfg: Config, stop: threading.Event) -> None:
         log.exception("first policy reconcile failed; the reconcile loop retries")
     plugin = KubeletPlugin(paths, service)
     log.info("serving %s and %s", paths.dra_socket, paths.registration_socket)
-    health = HealthServer(paths, cfg.healthcheck_port) if cfg.healthcheck_port >= 0 else None
+    health = (
+        HealthServer(paths, cfg.healthcheck_port, registration=plugin.registration, calls=plugin.calls)
+        if cfg.healthcheck_port >= 0
+        else None
+    )
     if health is not None:
         log.info("gRPC health check on port %d", health.port)
     start_threads(stop, controller, source.watch_sources(slices), watch_forever)

@@ -2,7 +2,7 @@
 
 import click
 
-from sriov_dra.cli import contract, inspect, orphans, preflight, render
+from sriov_dra.cli import contract, inspect, orphans, preflight, render, uninstall
 
 
 @click.group()
@@ -16,3 +16,4 @@ cli.add_command(render.render)
 cli.add_command(inspect.inspect)
 cli.add_command(orphans.orphans)
 cli.add_command(preflight.preflight)
+cli.add_command(uninstall.uninstall_check)

@@ -53,7 +53,7 @@ def _rights(verbs: str, group: str, resource: str, subresource: str = "", namesp
     return [Right(v, group, resource, subresource, namespace) for v in verbs.split()]
 
 
-# Every call the driver makes (deploy/driver-rbac.yaml grants exactly these).
+# Every call the driver makes (deploy/base/driver-rbac.yaml grants exactly these).
 DRIVER_RIGHTS: Final = (
     _rights("get list patch", "", "pods")
     + _rights("get list watch create patch delete", NAD_GROUP, "network-attachment-definitions")
@@ -176,7 +176,11 @@ def check_rights(access: Access, rights: Sequence[Right]) -> list[Check]:
             attrs["namespace"] = right.namespace
         allowed = access.may(attrs)
         out.append(
-            Check(f"may {right}", allowed, "allowed" if allowed else "denied: apply deploy/driver-rbac.yaml")
+            Check(
+                f"may {right}",
+                allowed,
+                "allowed" if allowed else "denied: apply deploy/base/driver-rbac.yaml",
+            )
         )
     return out
 

@@ -150,6 +150,47 @@ def drop_protection_patch(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
     return _set_finalizers(obj, [f for f in finalizers_of(obj) if f != PROTECTION_FINALIZER])
 
 
+def restore_owned_patch(obj: Mapping[str, Any], record: BindingRecord) -> list[dict[str, Any]] | None:
+    """Put back what the driver wrote into the recorded shadow: spec.config, the managed labels and
+    the binding annotation, from the frozen record, never from the object; None when they are intact
+    or the object is not the recorded shadow (its UID is the proof the driver created it: an object
+    someone else made under the name is never rewritten).
+
+    The edit is never adopted: the CNI guard would refuse the edited bytes, and the Pod's release
+    needs its shadow as recorded."""
+    meta = _meta(obj)
+    if not record.shadow_uid or uid_of(obj) != record.shadow_uid:
+        return None
+    expected_labels = shadow_labels(
+        record.identity.pod_uid, record.identity.claim_uid, record.identity.node_uid
+    )
+    labels = dict(meta.get("labels") or {})
+    annotations = dict(meta.get("annotations") or {})
+    binding = record.binding().to_json()
+    config = (obj.get("spec") or {}).get("config")
+    if (
+        config == record.config
+        and all(labels.get(k) == v for k, v in expected_labels.items())
+        and annotations.get(BINDING_ANNOTATION) == binding
+    ):
+        return None
+    return [
+        {"op": "test", "path": "/metadata/uid", "value": meta.get("uid")},
+        {"op": "test", "path": "/metadata/resourceVersion", "value": meta.get("resourceVersion")},
+        {
+            "op": "add",
+            "path": json_pointer("spec"),
+            "value": {**(obj.get("spec") or {}), "config": record.config},
+        },
+        {"op": "add", "path": json_pointer("metadata", "labels"), "value": {**labels, **expected_labels}},
+        {
+            "op": "add",
+            "path": json_pointer("metadata", "annotations"),
+            "value": {**annotations, BINDING_ANNOTATION: binding},
+        },
+    ]
+
+
 def restore_protection_patch(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Add our finalizer back after everyone else's, to exactly this version of `obj`."""
     return _set_finalizers(obj, [*finalizers_of(obj), PROTECTION_FINALIZER])

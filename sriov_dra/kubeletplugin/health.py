@@ -1,7 +1,12 @@
 """gRPC health endpoint (``--healthcheck-port``): SERVING only when kubelet could really use us.
 
 Like upstream, a check dials our own sockets: GetInfo on the registration socket and an empty
-NodePrepareResources on the DRA socket, so a wedged server reports NOT_SERVING.
+NodePrepareResources on the DRA socket, so a wedged server reports NOT_SERVING. The empty request
+skips the turn kubelet's calls wait for, so a busy driver still answers; a call that has held its
+turn for WEDGED_AFTER (far beyond kubelet's 45 s deadline) makes the driver not alive either.
+
+Services: "" and "liveness" are that; "readiness" also needs kubelet to have registered the
+plugin (NotifyRegistrationStatus said so), so a DaemonSet rollout waits for the registration.
 """
 
 from __future__ import annotations
@@ -12,10 +17,12 @@ from typing import Any
 import grpc
 
 from sriov_dra.kubeletplugin.gen import dra_v1beta1_pb2, health_v1_pb2, pluginregistration_v1_pb2
-from sriov_dra.kubeletplugin.server import SocketPaths, unary_service
+from sriov_dra.kubeletplugin.server import CallSerializer, Registration, SocketPaths, unary_service
 
-_SERVICES = ("", "liveness")
+LIVENESS = ("", "liveness")
+READINESS = "readiness"
 _PROBE_TIMEOUT = 5.0
+WEDGED_AFTER = 300.0
 
 
 def _call(socket: str, path: str, request: Any, response_cls: Any) -> None:
@@ -30,9 +37,19 @@ def _call(socket: str, path: str, request: Any, response_cls: Any) -> None:
 class HealthServer:
     """Serves grpc.health.v1.Health/Check on a TCP port (0 picks a free one; see ``port``)."""
 
-    def __init__(self, paths: SocketPaths, port: int) -> None:
+    def __init__(
+        self,
+        paths: SocketPaths,
+        port: int,
+        *,
+        registration: Registration | None = None,
+        calls: CallSerializer | None = None,
+    ) -> None:
         self._paths = paths
-        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        self._registration = registration
+        self._calls = calls
+        # kubelet's liveness and readiness probes may arrive together.
+        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         pb = health_v1_pb2
         self._server.add_generic_rpc_handlers(
             (
@@ -48,6 +65,16 @@ class HealthServer:
         self._server.start()
 
     def healthy(self) -> bool:
+        """Alive: both sockets answer and no kubelet call is stuck."""
+        if self._calls is not None and self._calls.held_for() > WEDGED_AFTER:
+            return False
+        return self._sockets_answer()
+
+    def ready(self) -> bool:
+        """Alive, and registered with kubelet."""
+        return self._registration is not None and self._registration.registered and self.healthy()
+
+    def _sockets_answer(self) -> bool:
         reg, dra = pluginregistration_v1_pb2, dra_v1beta1_pb2
         probes = (
             (
@@ -72,9 +99,13 @@ class HealthServer:
 
     def check(self, request: Any, context: grpc.ServicerContext) -> Any:
         pb = health_v1_pb2.HealthCheckResponse
-        if request.service not in _SERVICES:
+        if request.service == READINESS:
+            good = self.ready()
+        elif request.service in LIVENESS:
+            good = self.healthy()
+        else:
             context.abort(grpc.StatusCode.NOT_FOUND, f"unknown service {request.service!r}")
-        return pb(status=pb.SERVING if self.healthy() else pb.NOT_SERVING)
+        return pb(status=pb.SERVING if good else pb.NOT_SERVING)
 
     def stop(self) -> None:
         self._server.stop(None).wait()

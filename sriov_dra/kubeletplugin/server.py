@@ -2,7 +2,8 @@
 
 Kubelet discards a whole response on a gRPC error, so failures are reported per claim in the
 response map and the RPC itself only fails on a malformed request. Calls are serialized like the
-upstream helper does, so two prepares never race on the same hardware or checkpoint.
+upstream helper does, so two prepares never race on the same hardware or checkpoint; an empty
+request (the health check's) has nothing to race on and does not wait its turn.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import contextlib
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent import futures
 from dataclasses import dataclass
@@ -54,6 +56,33 @@ class SocketPaths:
         return self.registry_dir / f"{DRIVER_NAME}-reg.sock"
 
 
+# Pod starts on a busy node overlap; calls beyond the workers queue in gRPC, where the health
+# check's empty request would wait behind them. Waiting threads cost little.
+DRA_WORKERS = 32
+
+
+class CallSerializer:
+    """One kubelet call at a time, and how long the current one has held its turn (a call still
+    running far past kubelet's 45 s deadline means the driver is wedged)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._since: float | None = None
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+        self._since = time.monotonic()
+
+    def __exit__(self, *_exc: object) -> None:
+        self._since = None
+        self._lock.release()
+
+    def held_for(self) -> float:
+        """Seconds the running call has held its turn; 0 when none runs."""
+        since = self._since
+        return 0.0 if since is None else time.monotonic() - since
+
+
 def _claims(request: Any) -> list[ClaimRef]:
     return [ClaimRef(namespace=c.namespace, name=c.name, uid=c.uid) for c in request.claims]
 
@@ -81,14 +110,17 @@ def unary_service(service_name: str, methods: Mapping[str, _Method]) -> grpc.Gen
 class _DraHandlers:
     """One API version's two RPCs, translating between its messages and NodeService."""
 
-    def __init__(self, pb: ModuleType, service: NodeService, lock: threading.Lock) -> None:
+    def __init__(self, pb: ModuleType, service: NodeService, calls: CallSerializer) -> None:
         self._pb = pb
         self._service = service
-        self._lock = lock
+        self._calls = calls
+
+    def _turn(self, claims: Sequence[ClaimRef]) -> contextlib.AbstractContextManager[None]:
+        return self._calls if claims else contextlib.nullcontext()
 
     def prepare(self, request: Any, _context: grpc.ServicerContext) -> Any:
         claims = _claims(request)
-        with self._lock:
+        with self._turn(claims):
             outcomes: Mapping[str, PrepareOutcome] = self._service.prepare(claims)
         response = self._pb.NodePrepareResourcesResponse()
         for claim in claims:
@@ -109,7 +141,7 @@ class _DraHandlers:
 
     def unprepare(self, request: Any, _context: grpc.ServicerContext) -> Any:
         claims = _claims(request)
-        with self._lock:
+        with self._turn(claims):
             errors = self._service.unprepare(claims)
         response = self._pb.NodeUnprepareResourcesResponse()
         for claim in claims:
@@ -146,6 +178,11 @@ class Registration:
     def wait_registered(self, timeout: float) -> bool:
         return self._registered.wait(timeout)
 
+    @property
+    def registered(self) -> bool:
+        """Kubelet's last word on the registration was yes."""
+        return self._registered.is_set()
+
     def get_info(self, _request: Any, _context: grpc.ServicerContext) -> Any:
         return pluginregistration_v1_pb2.PluginInfo(
             type="DRAPlugin",
@@ -180,12 +217,12 @@ class Registration:
         )
 
 
-def _serve(socket: Path, handlers: Sequence[grpc.GenericRpcHandler]) -> grpc.Server:
+def _serve(socket: Path, handlers: Sequence[grpc.GenericRpcHandler], workers: int = 4) -> grpc.Server:
     socket.parent.mkdir(parents=True, exist_ok=True, mode=0o750)
     # A leftover socket from a crashed run would make bind fail; nothing else lives at this path.
     if socket.is_socket():
         socket.unlink()
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
     server.add_generic_rpc_handlers(tuple(handlers))
     if server.add_insecure_port(f"unix://{socket}") == 0:
         raise OSError(f"cannot listen on {socket}")
@@ -200,10 +237,11 @@ class KubeletPlugin:
     def __init__(self, paths: SocketPaths, service: NodeService) -> None:
         self.paths = paths
         self.registration = Registration(paths.dra_socket)
-        lock = threading.Lock()
+        self.calls = CallSerializer()
         self._dra = _serve(
             paths.dra_socket,
-            [_DraHandlers(pb, service, lock).generic_handler(name) for name, pb in _DRA_APIS],
+            [_DraHandlers(pb, service, self.calls).generic_handler(name) for name, pb in _DRA_APIS],
+            DRA_WORKERS,
         )
         try:
             self._reg = _serve(paths.registration_socket, [self.registration.generic_handler()])

@@ -195,7 +195,7 @@ def _explained(error: ApiError, namespace: str, name: str) -> ApiError:
     return ApiError(
         DEVICE_STATUS_FORBIDDEN,
         f"the API server refused this driver's status.devices entries of ResourceClaim {namespace}/"
-        f"{name}: the driver needs associated-node:patch on resourceclaims/driver (deploy/driver-rbac.yaml) "
+        f"{name}: the driver needs associated-node:patch on resourceclaims/driver (deploy/base/driver-rbac.yaml) "
         "and a ServiceAccount token bound to a Pod on the claim's node, which the DaemonSet's own token "
         "is; networking does not depend on this status",
         status=error.status,

@@ -161,7 +161,7 @@ class ManagedPreparer:
         return LiveConsumer(ref, claim, consumer, tuple((a.pool, a.vf.name) for a in allocated))
 
     def repair_forward(self, live: LiveConsumer, listed: ShadowIndex | None) -> None:
-        self.ensure_managed_bindings(live.consumer, live.ref, listed)
+        self.ensure_managed_bindings(live.consumer, live.ref, listed, restore=True)
         self._report_devices(live.ref, live.claim, live.consumer, patient=True)
 
     def status_behind(
@@ -288,7 +288,7 @@ class ManagedPreparer:
         return SourceRef(ref.namespace, ref.name, str(meta.get("uid")), str(meta.get("resourceVersion"))), nad
 
     def ensure_managed_bindings(
-        self, consumer: Consumer, ref: ClaimRef, listed: ShadowIndex | None = None
+        self, consumer: Consumer, ref: ClaimRef, listed: ShadowIndex | None = None, *, restore: bool = False
     ) -> None:
         """EnsureManagedBindings: shadows of every active claim of the Pod, one Pod merge, Ready.
 
@@ -302,7 +302,7 @@ class ManagedPreparer:
                 continue
             try:
                 ensured = ensure_claim_shadows(
-                    self._nads, self._checkpoint, self._shadow_pool, recorded, listed
+                    self._nads, self._checkpoint, self._shadow_pool, recorded, listed, restore=restore
                 )
             except ReasonedError as exc:
                 if recorded.claim_uid == ref.uid:

@@ -11,6 +11,7 @@ someone else created under that name is never overwritten, adopted or finalized.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +30,7 @@ from sriov_dra.core.shadowspec import (
     drop_protection_patch,
     finalizers_of,
     is_deleting,
+    restore_owned_patch,
     restore_protection_patch,
     shadow_conflict,
     shadow_object,
@@ -46,15 +48,23 @@ SHADOW_WORKERS: Final = 8
 
 _T = TypeVar("_T")
 
+log = logging.getLogger(__name__)
+
 
 def ensure_shadow(
-    nads: NadClient, record: BindingRecord, forget_uid: Callable[[BindingRecord], BindingRecord]
+    nads: NadClient,
+    record: BindingRecord,
+    forget_uid: Callable[[BindingRecord], BindingRecord],
+    *,
+    restore: bool = False,
 ) -> str:
     """Create the shadow, or adopt the one a lost Create left; returns its UID.
 
     A recorded shadow that vanished is recreated from the frozen bytes, but only after
     `forget_uid` durably cleared the old UID: otherwise a lost response to this Create would
-    leave a recorded UID that can never match again.
+    leave a recorded UID that can never match again. With `restore` (repair), the recorded shadow's
+    edited config, labels or binding are put back from the record first (ShadowRestored); kubelet's
+    prepare refuses such a shadow instead, leaving the repair to the worker.
     """
     existing = nads.get_nad(record.pod_namespace, record.shadow_name) if record.shadow_uid else None
     if existing is None:
@@ -69,6 +79,17 @@ def ensure_shadow(
             existing = nads.get_nad(record.pod_namespace, record.shadow_name)
             if existing is None:
                 raise
+    restored = restore_owned_patch(existing, record) if restore else None
+    if restored is not None:
+        log.warning(
+            "%s: shadow %s/%s of claim %s was edited (config, labels or binding); the driver's bytes are "
+            "put back. deploy/base/admission/ policies refuse such edits",
+            reasons.SHADOW_RESTORED,
+            record.pod_namespace,
+            record.shadow_name,
+            record.identity.claim_uid,
+        )
+        existing = nads.patch_nad(record.pod_namespace, record.shadow_name, restored)
     check_shadow(existing, record, releasing=False)
     if is_deleting(existing):
         raise ShadowError(
@@ -90,11 +111,13 @@ def ensure_claim_shadows(
     pool: ThreadPoolExecutor,
     recorded: ClaimRecord,
     listed: ShadowIndex | None,
+    *,
+    restore: bool = False,
 ) -> list[BindingRecord]:
     """Ensure every shadow of the claim, the missing ones created in parallel on `pool`; then persist
     every newly observed UID in one checkpoint write. A shadow `listed` exactly as recorded costs no
     request. A failure keeps what the others achieved: their UIDs are persisted before the first
-    failure (in plan order) is raised."""
+    failure (in plan order) is raised. `restore`: see ensure_shadow."""
     claim_uid = recorded.claim_uid
     bindings = [(d.device, b) for d, b in records_of(recorded)]
     todo = [
@@ -102,7 +125,9 @@ def ensure_claim_shadows(
         for device, b in bindings
         if listed is None or not converged(listed.get((b.pod_namespace, b.shadow_name)), b)
     ]
-    outcomes = _in_parallel(pool, [partial(_ensure_one, nads, checkpoint, claim_uid, d, b) for d, b in todo])
+    outcomes = _in_parallel(
+        pool, [partial(_ensure_one, nads, checkpoint, claim_uid, d, b, restore=restore) for d, b in todo]
+    )
     if todo:
         crash_point("prepare-created")
     ensured = dict(bindings)
@@ -126,7 +151,13 @@ def ensure_claim_shadows(
 
 
 def _ensure_one(
-    nads: NadClient, checkpoint: PreparedClaims, claim_uid: str, device: str, binding: BindingRecord
+    nads: NadClient,
+    checkpoint: PreparedClaims,
+    claim_uid: str,
+    device: str,
+    binding: BindingRecord,
+    *,
+    restore: bool,
 ) -> tuple[BindingRecord, str]:
     """The binding as it now stands (a vanished shadow's UID forgotten) and its shadow's UID."""
     current = binding
@@ -138,7 +169,7 @@ def _ensure_one(
         checkpoint.update_managed_bindings(claim_uid, {device: current.to_json()})
         return current
 
-    uid = ensure_shadow(nads, binding, forget)
+    uid = ensure_shadow(nads, binding, forget, restore=restore)
     return current, uid
 
 
@@ -162,12 +193,15 @@ def request_shadow_deletion(nads: NadClient, record: BindingRecord) -> str:
     """Release steps 1-2: verify the recorded (or adoptable) shadow and delete it by UID.
 
     Returns the shadow's UID, or "" when it is already gone. Deletion only marks the object while
-    our finalizer is on it; nothing waits for it to disappear.
+    our finalizer is on it; nothing waits for it to disappear. The recorded shadow (its UID is the
+    one the driver created) goes whatever was done to its content: an edited config must not keep
+    its Pod Terminating. Only an object the record cannot vouch for gets the full check.
     """
     obj = nads.get_nad(record.pod_namespace, record.shadow_name)
     if obj is None:
         return ""
-    check_shadow(obj, record, releasing=True)
+    if not record.shadow_uid or uid_of(obj) != record.shadow_uid:
+        check_shadow(obj, record, releasing=True)
     uid = uid_of(obj)
     if not is_deleting(obj):
         nads.delete_nad(record.pod_namespace, record.shadow_name, uid)

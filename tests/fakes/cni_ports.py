@@ -159,3 +159,25 @@ class FakeRoutes:
 
     def replace_defaults(self, netns: str, ifname: str, gateways: Sequence[str]) -> None:
         self.calls.append((netns, ifname, tuple(gateways)))
+
+
+@dataclass
+class FakeNodeDevices:
+    """A node's VFs by (kind, name) -> VF PCI, and device-plugin allocations by (Pod UID, resource)."""
+
+    vfs: dict[tuple[str, str], str] = field(default_factory=dict)
+    allocations: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
+    asked: list[tuple[str, str]] = field(default_factory=list)
+
+    def add_vf(self, pci: str, netdev: str = "") -> None:
+        self.vfs[("pci", pci)] = pci
+        if netdev:
+            self.vfs[("netdev", netdev)] = pci
+
+    def virtual_function(self, kind: str, value: str) -> str | None:
+        self.asked.append((kind, value))
+        return self.vfs.get((kind, value))
+
+    def allocated(self, pod_uid: str, resource_name: str) -> frozenset[str]:
+        self.asked.append(("allocation", f"{pod_uid}/{resource_name}"))
+        return self.allocations.get((pod_uid, resource_name), frozenset())

@@ -22,7 +22,7 @@ from cni_shim.core.netconf import NetConf
 from cni_shim.handler import Services
 from cni_shim.node.cache import FileCacheStore
 from cni_shim.node.conffiles import NodeConfFiles
-from tests.fakes.cni_ports import FakeClock, FakeExecutor, FakeKube, FakeRoutes, ListLog
+from tests.fakes.cni_ports import FakeClock, FakeExecutor, FakeKube, FakeNodeDevices, FakeRoutes, ListLog
 
 
 @dataclass
@@ -51,6 +51,8 @@ class ShimHarness:
         self.routes = FakeRoutes()
         # CNI_NETNS paths that do not exist (every other path stands for a live netns).
         self.missing_netns: set[str] = set()
+        # The node's VFs and device-plugin allocations; None: a node without SR-IOV.
+        self.devices: FakeNodeDevices | None = None
 
     def services(self, env: Mapping[str, str]) -> Services:
         def kube_for(conf: NetConf) -> FakeKube | None:
@@ -70,7 +72,12 @@ class ShimHarness:
                 if path in self.missing_netns
                 else None
             ),
+            devices_for=None if self.devices is None else self._devices,
         )
+
+    def _devices(self, conf: NetConf) -> FakeNodeDevices:
+        assert self.devices is not None
+        return self.devices
 
     def conf(self, **overrides: Any) -> dict[str, Any]:
         base: dict[str, Any] = {

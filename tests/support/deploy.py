@@ -23,9 +23,9 @@ import pytest
 import yaml
 
 from testbed.deployment import (
+    BASE_DIR,
     CNI_NAMESPACE,
     CNI_SA,
-    DEPLOY_DIR,
     DRIVER_NAMESPACE,
     DRIVER_SA,
     OPERATOR_DIR,
@@ -149,12 +149,12 @@ FORBIDDEN: Mapping[str, frozenset[Permission]] = {
 }
 
 
-def kustomization_resources(deploy_dir: Path = DEPLOY_DIR) -> list[Path]:
+def kustomization_resources(deploy_dir: Path = BASE_DIR) -> list[Path]:
     kustomization = yaml.safe_load((deploy_dir / "kustomization.yaml").read_text())
     return [deploy_dir / name for name in kustomization["resources"]]
 
 
-def deploy_objects(deploy_dir: Path = DEPLOY_DIR) -> list[dict[str, Any]]:
+def deploy_objects(deploy_dir: Path = BASE_DIR) -> list[dict[str, Any]]:
     return [doc for path in kustomization_resources(deploy_dir) for doc in load_documents(path)]
 
 
@@ -205,7 +205,7 @@ def deploy_cluster(testbed: TestBed) -> Iterator[DeployCluster]:
 
     from testbed.bootstrap import install_crds  # noqa: PLC0415 - see module docstring
 
-    for crds in (DEPLOY_DIR / "crds", OPERATOR_DIR / "crds"):
+    for crds in (BASE_DIR / "crds", OPERATOR_DIR / "crds"):
         install_crds(testbed.api_client, crds)
     core = client.CoreV1Api(testbed.api_client)
     created = []

@@ -3,16 +3,15 @@
 - ``helm`` / ``kubectl`` (session fixtures): the binaries ``scripts/build-tools`` built; a test that
   needs one skips with the reason its build left when it is missing.
 - ``render_chart(helm, *sets)``: ``helm template`` of deploy/helm/auto-sriov with ``--set`` pairs.
-- ``kustomize(kubectl, directory)``: ``kubectl kustomize`` of a kustomization directory;
-  ``kustomize_operator_overlay(kubectl, workdir)``: deploy/operator/'s, which kustomize cannot build
-  where it stands (see there).
+- ``kustomize(kubectl, directory)``: ``kubectl kustomize`` of a kustomization directory.
 - ``without_helm_labels(obj)``: the object less the labels only Helm adds.
+- ``installed(objects)`` / ``hooks(objects)``: what ``helm install`` applies, and the hook objects
+  Helm runs around it (the pre-delete uninstall check), which the kustomize install has no form of.
 """
 
 from __future__ import annotations
 
 import copy
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from testbed.deployment import DEPLOY_DIR, OPERATOR_DIR
+from testbed.deployment import DEPLOY_DIR
 from testbed.tools import BUILD_TOOLS, parse_print_dir, status_of
 
 CHART_DIR = DEPLOY_DIR / "helm" / "auto-sriov"
@@ -76,20 +75,19 @@ def kustomize(kubectl: Path, directory: Path) -> list[dict[str, Any]]:
     return documents(out.stdout)
 
 
-def kustomize_operator_overlay(kubectl: Path, workdir: Path) -> list[dict[str, Any]]:
-    """deploy/operator/ built by kustomize from copies where deploy/'s own kustomization is a sibling
-    (``../base``) instead of the overlay's parent (``../``): kustomize refuses a resource directory
-    that contains the kustomization including it ("cycle detected"), so in place
-    ``kubectl apply -k deploy/operator/`` fails before reading a file."""
-    base = workdir / "base"
-    shutil.copytree(DEPLOY_DIR, base, ignore=shutil.ignore_patterns("operator", "helm"))
-    overlay = workdir / "operator"
-    shutil.copytree(OPERATOR_DIR, overlay)
-    kustomization = yaml.safe_load((overlay / "kustomization.yaml").read_text())
-    assert kustomization["resources"][0] == "../"
-    kustomization["resources"][0] = "../base"
-    (overlay / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
-    return kustomize(kubectl, overlay)
+HOOK_ANNOTATION = "helm.sh/hook"
+
+
+def is_hook(obj: dict[str, Any]) -> bool:
+    return HOOK_ANNOTATION in (obj["metadata"].get("annotations") or {})
+
+
+def installed(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [o for o in objects if not is_hook(o)]
+
+
+def hooks(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [o for o in objects if is_hook(o)]
 
 
 def without_helm_labels(obj: dict[str, Any]) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 ``fake_kubelet_factory`` -> ``connect(registry_dir, timeout=10.0) -> FakeKubelet``;
 ``kubelet_dirs`` -> ``KubeletDirs(root, registry, plugins, cdi)`` under a short /tmp path (unix
 socket paths are limited to 107 bytes, which pytest's tmp_path easily exceeds).
+``health_check(port, service, timeout)``: the status kubelet's gRPC probe of the driver would get.
 """
 
 from __future__ import annotations
@@ -14,9 +15,22 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
 from testbed.fake_kubelet import FakeKubelet, KubeletDirs, wait_for_socket
+
+
+def health_check(port: int, service: str = "", timeout: float = 10.0) -> int:
+    from sriov_dra.kubeletplugin.gen import health_v1_pb2 as pb  # noqa: PLC0415 - after make gen
+
+    with grpc.insecure_channel(f"localhost:{port}") as ch:
+        call = ch.unary_unary(
+            "/grpc.health.v1.Health/Check",
+            request_serializer=pb.HealthCheckRequest.SerializeToString,
+            response_deserializer=pb.HealthCheckResponse.FromString,
+        )
+        return int(call(pb.HealthCheckRequest(service=service), timeout=timeout).status)
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@ and testbed/managed_driver.py for what they hand out).
 
 - ``driver_crds`` (session): our CRDs, established, readable by the bed's ``driver`` identity.
 - ``agent``: an unstarted plain-mode ``Agent`` in the test's namespace; its slices are removed after.
-- ``shipped_rbac_identity`` (session): the driver's ServiceAccount identity under deploy/driver-rbac.yaml.
+- ``shipped_rbac_identity`` (session): the driver's ServiceAccount identity under deploy/base/driver-rbac.yaml.
 - ``node_bound_kubeconfig`` (session): that ServiceAccount's token bound to a Pod on the bed's node,
   as a DaemonSet Pod's projected token is (what `associated-node:` verbs, status.devices, need).
 - ``classes`` (session): the managed suites' DeviceClasses (``Classes``).

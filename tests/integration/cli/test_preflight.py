@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from sriov_dra.cli.preflight import DRIVER_RIGHTS
-from testbed.deployment import DEPLOY_DIR
+from testbed.deployment import BASE_DIR
 from testbed.managed_driver import IDENTITY
 
 pytestmark = pytest.mark.integration
@@ -24,7 +24,7 @@ BIN = Path(sys.executable).parent
 @pytest.fixture
 def node_files(tmp_path: Path, tool_dirs) -> dict[str, Path]:
     """A node's CNI files: the deployed daemon-config (cache dir redirected), the shim and host-local."""
-    (config_map,) = yaml.safe_load_all((DEPLOY_DIR / "cni-daemon-config.yaml").read_text())
+    (config_map,) = yaml.safe_load_all((BASE_DIR / "cni-daemon-config.yaml").read_text())
     config = json.loads(config_map["data"]["daemon-config.json"])
     config["cniDir"] = str(tmp_path / "multus-cache")
     (tmp_path / "multus-cache").mkdir()

@@ -19,16 +19,18 @@ from kubernetes.client.exceptions import ApiException
 
 from testbed import access
 from testbed.deployment import (
+    BASE_DIR,
     CNI_NAMESPACE,
     CNI_SA,
     DRIVER_NAMESPACE,
     DRIVER_SA,
     EXAMPLES_DIR,
+    OPERATOR_DIR,
     load_documents,
     service_account_user,
 )
 from tests.support.deploy import CNI_NEEDS, DRIVER_NEEDS, FORBIDDEN, DeployCluster, Permission, deploy_objects
-from tests.support.helm import render_chart
+from tests.support.helm import kustomize, render_chart
 
 pytestmark = pytest.mark.integration
 
@@ -92,6 +94,14 @@ def dry_run_failures(
 
 def test_every_deploy_manifest_passes_server_side_dry_run(deploy_cluster, privileged_allowed) -> None:
     assert dry_run_failures(deploy_cluster, deploy_objects(), privileged_allowed) == []
+
+
+@pytest.mark.parametrize("directory", [BASE_DIR, OPERATOR_DIR], ids=["base", "operator"])
+def test_what_kubectl_apply_k_sends_passes_server_side_dry_run(
+    deploy_cluster, privileged_allowed, kubectl, directory
+) -> None:
+    """Each kustomization as kubectl builds it where it stands (the overlay includes ../base)."""
+    assert dry_run_failures(deploy_cluster, kustomize(kubectl, directory), privileged_allowed) == []
 
 
 @pytest.mark.parametrize(

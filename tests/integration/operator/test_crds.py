@@ -180,7 +180,7 @@ def test_admission_rejects_each_invalid_attribute_map(deploy_cluster, attributes
 
 def test_without_strict_validation_a_list_member_is_pruned_and_then_fails_the_union(deploy_cluster) -> None:
     """kubectl defaults to Strict; a client that sends Ignore gets the unknown member pruned before
-    validation, so a list value alone still fails (documented in deploy/crds)."""
+    validation, so a list value alone still fails (documented in deploy/base/crds)."""
     body = policy("bad", "ai-workloads", {"example.com/list": {"strings": ["a"]}})
     assert "should have at least 1 properties" in rejected(deploy_cluster, body, validation="Ignore")
 

@@ -14,7 +14,7 @@ from cni_shim.errors import CniError
 from cni_shim.node.chroot import ChrootExecutor
 from sriov_contract.errors import ReasonedError
 
-DEPLOYED = Path(__file__).resolve().parents[3] / "deploy" / "cni-daemon-config.yaml"
+DEPLOYED = Path(__file__).resolve().parents[3] / "deploy" / "base" / "cni-daemon-config.yaml"
 
 
 def write(tmp_path: Path, doc) -> str:

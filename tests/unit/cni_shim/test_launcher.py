@@ -73,7 +73,7 @@ def test_a_thin_add_loads_no_heavy_module():
 
     probe = (
         f"import sys; sys.path.insert(0, {str(Path(launcher.__file__).resolve().parents[1])!r}); "
-        f"import {', '.join(THIN_MODULES)}, cni_shim.core.guard; "
+        f"import {', '.join(THIN_MODULES)}, cni_shim.core.guard, cni_shim.node.devices; "
         f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))"
     )
     out = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True, check=True)
@@ -145,7 +145,12 @@ def test_a_forwarded_request_loads_neither_os_nor_the_error_classes():
 def test_a_thin_add_loads_none_of_the_modules_it_spells_out():
     from bench.thick_compare import THIN_MODULES  # noqa: PLC0415 - the bench's profile measures this list
 
-    add_path = (*THIN_MODULES, "cni_shim.core.guard", "cni_shim.kube.eventwriter")
+    add_path = (
+        *THIN_MODULES,
+        "cni_shim.core.guard",
+        "cni_shim.kube.eventwriter",
+        "cni_shim.node.devices",  # an ADD whose networks name a device asks the node
+    )
     assert _loaded(add_path, NOT_ON_ADD) == []
 
 

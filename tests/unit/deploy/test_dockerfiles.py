@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.deployment import DEPLOY_DIR, load_documents
+from testbed.deployment import BASE_DIR, DEPLOY_DIR, load_documents
 from tests.support.deploy import REPO_ROOT
 
 INSTRUCTIONS = {
@@ -159,7 +159,7 @@ def test_the_final_stage_names_its_user_and_exposes_the_daemonset_metrics_port(d
     final = stages(instructions)[-1]
     assert any(i.keyword == "USER" for i in final), f"{name}: the final stage does not say which user runs"
     exposed = {int(p.split("/")[0]) for i in final if i.keyword == "EXPOSE" for p in i.args.split()}
-    daemonset = load_documents(DEPLOY_DIR / DOCKERFILES[name])[0]
+    daemonset = load_documents(BASE_DIR / DOCKERFILES[name])[0]
     ports = {
         p["containerPort"]
         for c in daemonset["spec"]["template"]["spec"]["containers"]
@@ -187,7 +187,7 @@ def test_the_driver_image_generates_the_kubelet_stubs_a_clean_checkout_lacks() -
 def test_the_cni_init_container_runs_what_the_cni_image_installs() -> None:
     final = stages(parse((REPO_ROOT / "Dockerfile.cni").read_text()))[-1]
     destinations = {copy_parts(i.args)[2] for i in final if i.keyword == "COPY"}
-    spec = load_documents(DEPLOY_DIR / "cni-daemonset.yaml")[0]["spec"]["template"]["spec"]
+    spec = load_documents(BASE_DIR / "cni-daemonset.yaml")[0]["spec"]["template"]["spec"]
     (init,) = spec["initContainers"]
     assert init["command"][0] in destinations
     script = (DEPLOY_DIR / "cni" / "install-host-shim").read_text()

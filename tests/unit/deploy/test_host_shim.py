@@ -192,3 +192,32 @@ def test_thin_mode_names_the_kubeconfig_instead_of_the_daemon_socket(bundle: Pat
     conf = json.loads((host / "conf" / "00-auto-sriov.conf").read_text())
     assert conf["kubeconfig"] == kubeconfig
     assert "daemonSocketDir" not in conf
+
+
+REMOVE = DEPLOY_DIR / "cni" / "remove-host-shim"
+
+
+def test_removal_leaves_the_node_as_before_the_install(bundle: Path, host: Path) -> None:
+    before = sorted(str(p.relative_to(host)) for p in host.rglob("*"))
+    assert install(bundle, host).returncode == 0
+    (host / "conf" / "auto-sriov.d").mkdir()  # thin mode's credentials
+    (host / "conf" / "auto-sriov.d" / "kubeconfig").write_text("{}")
+    (host / "run" / "cni-shim").mkdir(parents=True)
+    (host / "run" / "cni-shim" / "cni-shim.sock").write_text("")
+    (host / "bin" / "host-local").write_text("another plugin")
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOST_CNI_BIN_DIR": str(host / "bin"),
+        "HOST_CNI_CONF_DIR": str(host / "conf"),
+        "HOST_DAEMON_SOCKET_DIR": str(host / "run" / "cni-shim"),
+    }
+    result = subprocess.run([str(REMOVE)], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    after = sorted(str(p.relative_to(host)) for p in host.rglob("*"))
+    assert after == sorted([*before, "bin/host-local", "run"])
+    again = subprocess.run([str(REMOVE)], env=env, capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0, again.stderr
+    missing = subprocess.run(
+        [str(REMOVE)], env={**env, "HOST_CNI_BIN_DIR": str(host / "nope")}, capture_output=True, text=True
+    )
+    assert missing.returncode == 1 and "is not a directory" in missing.stderr

@@ -10,10 +10,18 @@ from typing import Any
 import pytest
 import yaml
 
-from testbed.deployment import CNI_NAMESPACE, CNI_SA, DEPLOY_DIR, DRIVER_NAMESPACE, DRIVER_SA, OPERATOR_DIR
+from testbed.deployment import BASE_DIR, CNI_NAMESPACE, CNI_SA, DEPLOY_DIR, DRIVER_NAMESPACE, DRIVER_SA
 from tests.support.deploy import CNI_NEEDS, DRIVER_NEEDS, Permission, deploy_objects, kustomization_resources
 
-CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "DeviceClass"}
+CLUSTER_SCOPED = {
+    "Namespace",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "CustomResourceDefinition",
+    "DeviceClass",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+}
 
 
 @pytest.fixture(scope="module")
@@ -58,21 +66,15 @@ def test_the_kustomization_lists_every_manifest_and_only_existing_files() -> Non
     assert all(p.is_file() for p in listed), [str(p) for p in listed if not p.is_file()]
     # deploy/operator/ is an overlay with its own kustomization (tests/unit/deploy/test_operator_manifests.py);
     # deploy/helm/ is the Helm chart (tests/unit/deploy/test_helm_chart.py).
-    on_disk = {
-        p
-        for p in DEPLOY_DIR.rglob("*.yaml")
-        if p.name != "kustomization.yaml"
-        and OPERATOR_DIR not in p.parents
-        and DEPLOY_DIR / "helm" not in p.parents
-    }
+    on_disk = {p for p in BASE_DIR.rglob("*.yaml") if p.name != "kustomization.yaml"}
     assert set(listed) == on_disk, f"unlisted: {on_disk - set(listed)}; missing: {set(listed) - on_disk}"
-    assert listed[: len(list((DEPLOY_DIR / "crds").glob("*.yaml")))] == [
+    assert listed[: len(list((BASE_DIR / "crds").glob("*.yaml")))] == [
         p for p in listed if p.parent.name == "crds"
     ], "CRDs come first so that a plain apply of the list in order works"
 
 
 def test_the_release_image_hooks_name_exactly_the_images_the_daemonsets_run(objects) -> None:
-    kustomization = yaml.safe_load((DEPLOY_DIR / "kustomization.yaml").read_text())
+    kustomization = yaml.safe_load((BASE_DIR / "kustomization.yaml").read_text())
     hooks = {i["name"] for i in kustomization["images"]}
     used = {
         c["image"].rsplit(":", 1)[0]
@@ -183,6 +185,43 @@ def test_the_driver_reads_every_variable_its_daemonset_sets(objects) -> None:
     declared = {p.envvar for p in cli.params if isinstance(p.envvar, str)}
     env = env_of(pod_spec(objects, "sriov-dra-driver")["containers"][0])
     assert {name for name in env if not name.startswith("PYTHON")} <= declared
+
+
+PROBES = ("startupProbe", "livenessProbe", "readinessProbe")
+
+
+def test_the_driver_probes_ask_its_health_endpoint_for_the_right_service(objects) -> None:
+    (container,) = pod_spec(objects, "sriov-dra-driver")["containers"]
+    port = int(env_of(container)["HEALTHCHECK_PORT"])
+    asked = {probe: container[probe]["grpc"] for probe in PROBES}
+    assert asked == {
+        "startupProbe": {"port": port, "service": "liveness"},
+        "livenessProbe": {"port": port, "service": "liveness"},
+        "readinessProbe": {"port": port, "service": "readiness"},
+    }
+    assert_patient(container)
+
+
+def test_the_cni_probes_ask_the_address_the_daemon_serves_them_on(objects) -> None:
+    (container,) = pod_spec(objects, "cni-shim")["containers"]
+    args = container["args"]
+    port = int(args[args.index("--health-address") + 1].rpartition(":")[2])
+    asked = {probe: container[probe]["httpGet"] for probe in PROBES}
+    assert asked == {
+        "startupProbe": {"path": "/healthz", "port": port},
+        "livenessProbe": {"path": "/healthz", "port": port},
+        "readinessProbe": {"path": "/readyz", "port": port},
+    }
+    assert_patient(container)
+
+
+def assert_patient(container: dict[str, Any]) -> None:
+    """A healthy agent under load is never restarted: a probe gets 10 s or more (the checks' own
+    deadlines are shorter), and a restart takes a minute of failures in a row."""
+    for probe in PROBES:
+        assert container[probe]["timeoutSeconds"] >= 10, probe
+    live = container["livenessProbe"]
+    assert live["periodSeconds"] * live["failureThreshold"] >= 60
 
 
 def test_multus_auto_attach_is_a_single_opt_in_that_defaults_off() -> None:

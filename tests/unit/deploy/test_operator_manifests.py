@@ -27,7 +27,7 @@ def kustomization() -> dict[str, Any]:
 
 def test_the_overlay_lists_every_file_and_includes_the_base() -> None:
     listed = kustomization()["resources"]
-    assert listed[0] == "../"
+    assert listed[0] == "../base"
     on_disk = {
         str(p.relative_to(OPERATOR_DIR))
         for p in OPERATOR_DIR.rglob("*.yaml")

@@ -1,6 +1,6 @@
 {{/*
 Helm's own labels, on every object's metadata except the CRDs (which are shipped byte for byte
-from deploy/). Pod templates and selectors never get them: a chart upgrade must not roll a
+from deploy/base/ and deploy/operator/). Pod templates and selectors never get them: a chart upgrade must not roll a
 DaemonSet, and selectors are immutable.
 */}}
 {{- define "auto-sriov.labels" -}}

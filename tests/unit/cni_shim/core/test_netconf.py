@@ -118,3 +118,25 @@ def test_readiness_file_is_waited_for_then_fails_as_try_again(shim):
     assert "readinessindicatorfile" in out.json["msg"]
     assert 44 <= shim.clock.now <= 46
     assert shim.executor.calls == []
+
+
+def test_device_access_settings_default_to_the_real_node_and_no_opt_out():
+    conf = _load({"cniVersion": "1.0.0", "name": "n", "delegates": [{"type": "x"}]})
+    assert conf.sysfs_root == "/sys"
+    assert conf.device_checkpoint_file == "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
+    assert conf.static_device_namespaces == ()
+    conf = _load(
+        {
+            "cniVersion": "1.0.0",
+            "name": "n",
+            "SysfsRoot": "/fake/sys",
+            "deviceCheckpointFile": "/tmp/cp",
+            "staticdevicenamespaces": ["lab"],
+            "delegates": [{"type": "x"}],
+        }
+    )
+    assert (conf.sysfs_root, conf.device_checkpoint_file, conf.static_device_namespaces) == (
+        "/fake/sys",
+        "/tmp/cp",
+        ("lab",),
+    )

@@ -18,6 +18,7 @@ from sriov_dra.core.shadowspec import (
     drop_protection_patch,
     finalizers_of,
     is_deleting,
+    restore_owned_patch,
     restore_protection_patch,
     shadow_object,
     uid_of,
@@ -190,3 +191,41 @@ def test_restoring_protection_appends_our_finalizer_to_exactly_this_version() ->
         {"op": "test", "path": "/metadata/resourceVersion", "value": "12"},
         {"op": "add", "path": "/metadata/finalizers", "value": ["example.com/a", PROTECTION_FINALIZER]},
     ]
+
+
+RESTORABLE: dict[str, Edit] = {
+    "config": lambda o: o["spec"].update(config='{"type":"sriov","deviceID":"0000:17:00.7"}'),
+    "no spec": lambda o: o.pop("spec"),
+    "label": lambda o: o["metadata"]["labels"].update({"sriovnetwork.k8snetworkplumbingwg.io/pod-uid": "x"}),
+    "no labels": lambda o: o["metadata"].pop("labels"),
+    "binding": _annotate("{}"),
+    "no annotations": lambda o: o["metadata"].pop("annotations"),
+}
+
+
+@pytest.mark.parametrize("edit", sorted(RESTORABLE))
+def test_the_recorded_shadow_gets_the_frozen_bytes_back_and_keeps_what_others_added(edit: str) -> None:
+    obj = written()
+    obj["metadata"].setdefault("labels", {})["team"] = "a"
+    RESTORABLE[edit](obj)
+    ops = restore_owned_patch(obj, RECORD)
+    assert ops is not None
+    assert ops[:2] == [
+        {"op": "test", "path": "/metadata/uid", "value": SHADOW_UID},
+        {"op": "test", "path": "/metadata/resourceVersion", "value": "12"},
+    ]
+    values = {op["path"]: op["value"] for op in ops[2:]}
+    assert values["/spec"]["config"] == CONFIG
+    assert values["/metadata/annotations"][BINDING_ANNOTATION] == RECORD.binding().to_json()
+    expected = shadow_labels(POD_UID, CLAIM_UID, NODE_UID)
+    assert values["/metadata/labels"] == {**({} if edit == "no labels" else {"team": "a"}), **expected}
+
+
+def test_an_intact_or_unrecorded_shadow_gets_no_restore() -> None:
+    obj = written()
+    assert restore_owned_patch(obj, RECORD) is None
+    obj["spec"]["config"] = "{}"
+    # only the recorded UID proves the driver made the object: anything else is never rewritten
+    assert restore_owned_patch(obj, RECORD.with_shadow_uid("")) is None
+    obj["metadata"]["uid"] = OTHER_UID
+    assert restore_owned_patch(obj, RECORD) is None

@@ -10,6 +10,7 @@ from sriov_dra.kubeletplugin.api import ClaimRef, DeviceResult, PrepareOutcome
 from sriov_dra.kubeletplugin.gen import health_v1_pb2
 from sriov_dra.kubeletplugin.health import HealthServer
 from sriov_dra.kubeletplugin.server import KubeletPlugin, SocketPaths
+from tests.support.kubelet import health_check
 
 
 class RecordingService:
@@ -104,14 +105,7 @@ def test_stale_sockets_are_replaced_and_removed_on_stop(kubelet_dirs) -> None:
 
 
 def _check(port: int, service: str = "") -> int:
-    pb = health_v1_pb2
-    with grpc.insecure_channel(f"localhost:{port}") as ch:
-        call = ch.unary_unary(
-            "/grpc.health.v1.Health/Check",
-            request_serializer=pb.HealthCheckRequest.SerializeToString,
-            response_deserializer=pb.HealthCheckResponse.FromString,
-        )
-        return int(call(pb.HealthCheckRequest(service=service), timeout=10).status)
+    return health_check(port, service)
 
 
 def test_health_check_probes_both_sockets(kubelet_dirs) -> None:

@@ -82,6 +82,27 @@ def test_prepare_creates_protected_shadow_and_pod_selection_then_release_undoes_
     assert env.unprepare(ref) == ""  # idempotent
 
 
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda o: o["spec"].update(config='{"type":"sriov","deviceID":"0000:17:00.7"}'),
+        lambda o: o["metadata"]["labels"].clear(),
+        lambda o: o["metadata"]["annotations"].clear(),
+    ],
+    ids=["config", "labels", "binding"],
+)
+def test_a_pod_whose_shadow_was_edited_still_releases_cleanly(env: Env, edit) -> None:
+    """Issue 31: the recorded shadow (its UID is the driver's) goes whatever was done to it."""
+    pod, ref = env.pod_with_claim([VF1], [vf_config(netAttachDefName="rail-a")])
+    assert env.prepare(ref).error == ""
+    (shadow,) = env.shadows()
+    edit(env.api.objects[("nads", NS, shadow["metadata"]["name"])])
+    assert env.unprepare(ref) == ""
+    assert env.shadows() == []
+    assert env.networks(pod) == []
+    assert env.checkpoint.snapshot_all() == []
+
+
 def test_release_order_is_deleting_shadow_pod_hardware_releasecomplete_finalizer_forget(env: Env) -> None:
     _pod, ref = env.pod_with_claim([VF1], [vf_config(netAttachDefName="rail-a", driver="mlx5_core")])
     assert env.prepare(ref).error == ""

@@ -3,9 +3,12 @@ own, and every other one takes the live read-and-repair path exactly as without 
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import pytest
 
 from sriov_contract.keys import PROTECTION_FINALIZER
 from sriov_dra.core.claimrecord import ClaimRecord
@@ -103,12 +106,33 @@ def test_missing_finalizer_is_restored(env: Env) -> None:
     assert env.api.objects[key]["metadata"]["finalizers"] == ["example.com/keep", PROTECTION_FINALIZER]
 
 
-def test_edited_config_takes_the_strict_path(env: Env) -> None:
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda o: o["spec"].update(config='{"cniVersion":"1.0.0","type":"sriov","vlan":7}'),
+        lambda o: o["metadata"]["labels"].update({"sriovnetwork.k8snetworkplumbingwg.io/pod-uid": "x"}),
+        lambda o: o["metadata"]["annotations"].update({"sriovnetwork.k8snetworkplumbingwg.io/binding": "{}"}),
+    ],
+    ids=["config", "label", "binding"],
+)
+def test_an_edited_shadow_gets_the_drivers_bytes_back(env: Env, edit: Callable[[Obj], None], caplog) -> None:
+    """Issue 31: the driver owns the recorded shadow's bytes; repair puts them back, never adopts the edit."""
     _pod, uid, shadows = prepared(env)
+    shadows = copy.deepcopy(shadows)
     key = ("nads", NS, shadows[0]["metadata"]["name"])
-    env.api.objects[key]["spec"]["config"] = '{"cniVersion":"1.0.0","type":"sriov","vlan":7}'
-    assert listing_worker(env).run_once() == {uid: "ShadowConflict"}
-    assert shadow_gets(env) == [key[2]] and env.api.writes == []
+    edit(env.api.objects[key])
+    assert listing_worker(env).run_once() == {uid: ""}
+    assert shadow_gets(env) == [key[2]] and env.api.writes == [("patch", "nads", key[2])]
+    restored = env.api.objects[key]
+    assert restored["metadata"]["uid"] == shadows[0]["metadata"]["uid"]
+    assert (restored["spec"], restored["metadata"]["labels"], restored["metadata"]["annotations"]) == (
+        shadows[0]["spec"],
+        shadows[0]["metadata"]["labels"],
+        shadows[0]["metadata"]["annotations"],
+    )
+    assert "ShadowRestored" in caplog.text
+    env.api.writes.clear()
+    assert listing_worker(env).run_once() == {uid: ""} and env.api.writes == []
 
 
 def test_deleting_shadow_takes_the_strict_path(env: Env) -> None:
