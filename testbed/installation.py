@@ -5,8 +5,9 @@ DaemonSets as Pods with their own ServiceAccount tokens and hostPath volumes.
 What the bed changes, and only that, is what any site's overlay changes (``site_patches``):
 
 - the simulated hardware: the driver's ``/sys`` volume comes from the fake SR-IOV node's tree, which
-  each node's mount namespace (testbed/nodemounts.py) shows at ``BED_SYSFS``; the delegates the
-  CNI daemon runs get the same tree through ``SRIOV_SYSFS_ROOT`` (the test sriov plugin's setting);
+  each node's mount namespace (testbed/nodemounts.py) shows at ``BED_SYSFS``, and the daemon tells
+  VFs apart in the same tree (``sysfsRoot``; the test sriov plugin finds its node's tree by itself,
+  testbed/nodecni.py);
 - auto-attach, the documented opt-in (``MULTUS_AUTO_ATTACH``), on, as the scenarios need it;
 - metrics on any free port: the bed's two nodes share one network namespace, so a fixed port would
   be taken twice.
@@ -37,7 +38,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from sriov_contract.errors import ReasonedError
-from testbed.deployment import CNI_NAMESPACE, DEPLOY_DIR, DRIVER_NAMESPACE, REPO_ROOT
+from testbed.deployment import BASE_DIR, CNI_NAMESPACE, DRIVER_NAMESPACE, REPO_ROOT
 from testbed.realnode import KUBELET_ROOT
 from testbed.tools import ToolSet
 from testbed.waiting import WaitTimeout, wait_for
@@ -49,7 +50,6 @@ BED_SYSFS = BED_ROOT / "sys"
 DRIVER_DAEMONSET = "sriov-dra-driver"
 CNI_DAEMONSET = "cni-shim"
 DAEMON_CONFIG = "cni-shim-daemon-config"
-SYSFS_ENV = "SRIOV_SYSFS_ROOT"
 READY_TIMEOUT = 180.0
 FIELD_MANAGER = "auto-sriov-bed"
 COMMENT = "auto-sriov bed: kubernetes Service"  # marks the bed's iptables rule
@@ -60,7 +60,7 @@ PROCESSES, DAEMONSETS = "processes", "daemonsets"  # how a stack runs the produc
 
 def node_binds(
     *, kubelet_root: Path, cni_conf: Path, cni_bin: Path, socket_dir: Path, shim_cache: Path,
-    sriov_data: Path, cdi: Path, devinfo: Path, sysfs: Path,
+    cdi: Path, devinfo: Path, sysfs: Path,
 ) -> dict[Path, Path]:  # fmt: skip
     """Each hostPath of the shipped DaemonSets (and the paths their files name) -> the node's own
     directory behind it, for the node's mount namespace (testbed/nodemounts.py)."""
@@ -70,7 +70,6 @@ def node_binds(
         Path("/opt/cni/bin"): cni_bin,
         Path("/run/cni-shim"): socket_dir,
         Path("/var/lib/cni/multus"): shim_cache,
-        Path("/var/lib/cni/sriov"): sriov_data,
         Path("/run/cdi"): cdi,
         Path("/run/k8s.cni.cncf.io/devinfo"): devinfo,
         BED_SYSFS: sysfs,
@@ -144,11 +143,10 @@ def site_patches(docs: Iterable[Mapping[str, Any]], *, auto_attach: bool = True)
             for volume in pod["volumes"]:
                 if volume["name"] == "sysfs":
                     volume["hostPath"]["path"] = str(BED_SYSFS)
-        elif kind == "DaemonSet" and name == CNI_DAEMONSET:
-            _set_env(obj["spec"]["template"]["spec"]["containers"][0], {SYSFS_ENV: str(BED_SYSFS)})
         elif kind == "ConfigMap" and name == DAEMON_CONFIG:
             config = json.loads(obj["data"]["daemon-config.json"])
             config["metricsPort"] = 0
+            config["sysfsRoot"] = f"/hostroot{BED_SYSFS}"
             obj["data"]["daemon-config.json"] = json.dumps(config, indent=2)
         out.append(obj)
     return out
@@ -216,7 +214,7 @@ class Installation:
         kubeconfig: Path,
         api_port: int,
         tools: ToolSet,
-        source: Path = DEPLOY_DIR,
+        source: Path = BASE_DIR,
         say: Callable[[str], None] = lambda s: None,
     ) -> None:
         self.api, self.kubeconfig, self.api_port, self.source, self.say = (

@@ -12,7 +12,7 @@ import os
 import shutil
 import socket
 import sys
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,8 +45,12 @@ WHEREABOUTS_CRDS = (
 )
 
 
-def make_cni_bin_dir(dest: Path, tools: ToolSet | None = None) -> Path:
-    """Fill ``dest`` with the Go plugins that are built (hard links) and our Python test plugins."""
+def make_cni_bin_dir(
+    dest: Path, tools: ToolSet | None = None, plugin_env: Mapping[str, str] | None = None
+) -> Path:
+    """Fill ``dest`` with the Go plugins that are built (hard links) and our Python test plugins;
+    ``plugin_env``: defaults the Python plugins set for themselves (the fake node's sysfs), so
+    they find the node's simulated hardware whoever runs them, the runtime or the CNI DaemonSet."""
     tools = tools or ToolSet()
     dest.mkdir(parents=True, exist_ok=True)
     for component, names in (("plugins", GO_PLUGINS), ("whereabouts", ("whereabouts",))):
@@ -63,8 +67,10 @@ def make_cni_bin_dir(dest: Path, tools: ToolSet | None = None) -> Path:
     for name, module in PY_PLUGINS.items():
         wrapper = dest / name
         # plugins/ is test code, not installed: the wrapper puts the repository root on sys.path.
+        defaults = "".join(f"os.environ.setdefault({k!r}, {v!r})\n" for k, v in (plugin_env or {}).items())
         wrapper.write_text(
-            f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(REPO_ROOT)!r})\nfrom {module} import main\n\nmain()\n"
+            f"#!{sys.executable}\nimport os\nimport sys\n{defaults}sys.path.insert(0, {str(REPO_ROOT)!r})\n"
+            f"from {module} import main\n\nmain()\n"
         )
         wrapper.chmod(0o755)
     return dest
@@ -175,7 +181,7 @@ class NodeCni:
         """The node's CNI: cni-shim first in the conf dir, ptp + host-local as the cluster network.
         Without ``host_shim`` only the plugins and the cluster network: the CNI DaemonSet's init
         container installs cni-shim and its configuration."""
-        make_cni_bin_dir(self.bin_dir, self.bed.tools)
+        make_cni_bin_dir(self.bin_dir, self.bed.tools, self.delegate_env())
         self.net_dir.mkdir()
         podnet = self.net_dir / "10-podnet.conflist"
         podnet.write_text(

@@ -160,7 +160,6 @@ class Stack:
             cni_bin=self.cni.bin_dir,
             socket_dir=self.cni.socket_dir,
             shim_cache=self.cni.shim_cache,
-            sriov_data=self.cni.sriov_data,
             cdi=self.kubelet.dirs.cdi,
             devinfo=self.run / "devinfo",
             sysfs=self.fake_node.sysfs_root,
