@@ -38,7 +38,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from sriov_contract.errors import ReasonedError
-from testbed.deployment import BASE_DIR, CNI_NAMESPACE, DRIVER_NAMESPACE, REPO_ROOT
+from testbed.deployment import BASE_DIR, CNI_NAMESPACE, DEPLOY_DIR, DRIVER_NAMESPACE, REPO_ROOT
 from testbed.realnode import KUBELET_ROOT
 from testbed.tools import ToolSet
 from testbed.waiting import WaitTimeout, wait_for
@@ -52,10 +52,24 @@ CNI_DAEMONSET = "cni-shim"
 DAEMON_CONFIG = "cni-shim-daemon-config"
 READY_TIMEOUT = 180.0
 FIELD_MANAGER = "auto-sriov-bed"
-COMMENT = "auto-sriov bed: kubernetes Service"  # marks the bed's iptables rule
+COMMENT = "auto-sriov bed: kubernetes Service"  # marks the bed's iptables rules
+CHAINS = ("OUTPUT", "PREROUTING")
+KUSTOMIZE, HELM = "kustomize", "helm"  # how the installation is applied
+CHART_DIR = DEPLOY_DIR / "helm" / "auto-sriov"
+RELEASE, RELEASE_NAMESPACE = "auto-sriov", "default"
+# The chart's values for the bed's site settings (what site_patches does to the kustomize build).
+SITE_VALUES = (
+    "driver.multusAutoAttach=true",
+    "driver.metricsPort=0",
+    "cni.metricsPort=0",
+    f"driver.sysfsHostPath={BED_SYSFS}",
+    f"cni.sysfsRoot=/hostroot{BED_SYSFS}",
+)
 
 
-PROCESSES, DAEMONSETS = "processes", "daemonsets"  # how a stack runs the product on its nodes
+# How a stack runs the product on its nodes: host processes of the bed, or installed as
+# DaemonSets by kubectl from deploy/base/ or by helm from the chart.
+PROCESSES, DAEMONSETS, HELM_CHART = "processes", "daemonsets", "helm"
 
 
 def node_binds(
@@ -165,43 +179,64 @@ def _set_env(container: dict[str, Any], values: Mapping[str, str]) -> None:
 
 
 class ServiceProxy:
-    """kube-proxy's rule for the ``kubernetes`` Service, and only that one (see the module's doc)."""
+    """kube-proxy's rules for the ``kubernetes`` Service, and only those (see the module's doc):
+    OUTPUT for host-network Pods, PREROUTING for Pods on the cluster network (the chart's hook Job),
+    which reach the loopback API server only with ``route_localnet``, as kube-proxy sets it too."""
+
+    ROUTE_LOCALNET = Path("/proc/sys/net/ipv4/conf/all/route_localnet")
 
     def __init__(self, cluster_ip: str, port: int, api_port: int) -> None:
-        self.rule = [
-            "OUTPUT", "-d", f"{cluster_ip}/32", "-p", "tcp", "--dport", str(port),
+        self.match = [
+            "-d", f"{cluster_ip}/32", "-p", "tcp", "--dport", str(port),
             "-j", "DNAT", "--to-destination", f"127.0.0.1:{api_port}",
             "-m", "comment", "--comment", COMMENT,
         ]  # fmt: skip
-        self.installed = False
+        self.installed: list[str] = []
+        self.saved_localnet: str | None = None
 
     def start(self) -> None:
-        # A bed killed before its teardown left its rule; one at a time holds this ClusterIP.
-        while self._delete_one():
-            pass
-        out = subprocess.run(["iptables", "-t", "nat", "-A", *self.rule], capture_output=True, text=True)
-        if out.returncode != 0:
-            raise InstallError(
-                "ServiceProxyFailed", f"iptables refused the Service rule: {out.stderr.strip()}"
+        # A bed killed before its teardown left its rules; one at a time holds this ClusterIP.
+        for chain in CHAINS:
+            while self._delete_one(chain):
+                pass
+        self.saved_localnet = self.ROUTE_LOCALNET.read_text().strip()
+        self.ROUTE_LOCALNET.write_text("1")
+        for chain in CHAINS:
+            out = subprocess.run(
+                ["iptables", "-t", "nat", "-A", chain, *self.match],
+                capture_output=True,
+                text=True,
+                check=False,
             )
-        self.installed = True
+            if out.returncode != 0:
+                raise InstallError(
+                    "ServiceProxyFailed", f"iptables refused the Service rule: {out.stderr.strip()}"
+                )
+            self.installed.append(chain)
 
-    def _delete_one(self) -> bool:
-        """Delete one rule of the bed's (whichever API server port it named)."""
-        listed = subprocess.run(["iptables", "-t", "nat", "-S", "OUTPUT"], capture_output=True, text=True)
+    def _delete_one(self, chain: str) -> bool:
+        """Delete one rule of the bed's in ``chain`` (whichever API server port it named)."""
+        listed = subprocess.run(
+            ["iptables", "-t", "nat", "-S", chain], capture_output=True, text=True, check=False
+        )
         for line in listed.stdout.splitlines():
-            if f'"{COMMENT}"' in line and line.startswith("-A OUTPUT "):
+            if f'"{COMMENT}"' in line and line.startswith(f"-A {chain} "):
                 words = shlex.split(line)[2:]
                 subprocess.run(
-                    ["iptables", "-t", "nat", "-D", "OUTPUT", *words], capture_output=True, check=False
+                    ["iptables", "-t", "nat", "-D", chain, *words], capture_output=True, check=False
                 )
                 return True
         return False
 
     def stop(self) -> None:
-        if self.installed:
-            subprocess.run(["iptables", "-t", "nat", "-D", *self.rule], capture_output=True, check=False)
-            self.installed = False
+        for chain in self.installed:
+            subprocess.run(
+                ["iptables", "-t", "nat", "-D", chain, *self.match], capture_output=True, check=False
+            )
+        self.installed = []
+        if self.saved_localnet is not None:
+            self.ROUTE_LOCALNET.write_text(self.saved_localnet)
+            self.saved_localnet = None
 
 
 class Installation:
@@ -215,8 +250,11 @@ class Installation:
         api_port: int,
         tools: ToolSet,
         source: Path = BASE_DIR,
+        via: str = KUSTOMIZE,
         say: Callable[[str], None] = lambda s: None,
     ) -> None:
+        """``via``: ``kustomize`` applies ``source`` with kubectl; ``helm`` installs the chart
+        with the bed's site values (``SITE_VALUES``) as a release."""
         self.api, self.kubeconfig, self.api_port, self.source, self.say = (
             api,
             kubeconfig,
@@ -225,14 +263,24 @@ class Installation:
             say,
         )
         self.kubectl = tools.binary("kubectl", "kubectl")
+        self.via = via
+        self.helm_binary = tools.binary("helm", "helm") if via == HELM else None
         self.apps = client.AppsV1Api(api)
         self.core = client.CoreV1Api(api)
         self.docs: list[dict[str, Any]] = []
         self.proxy: ServiceProxy | None = None
 
     def run_kubectl(self, *args: str, stdin: str | None = None, timeout: float = 120) -> str:
+        return self._run(self.kubectl, *args, stdin=stdin, timeout=timeout)
+
+    def helm(self, *args: str, timeout: float = 300) -> str:
+        """``helm`` against the bed, in the release's namespace."""
+        assert self.helm_binary is not None, "an Installation via helm"
+        return self._run(self.helm_binary, *args, "--namespace", RELEASE_NAMESPACE, timeout=timeout)
+
+    def _run(self, tool: Path, *args: str, stdin: str | None = None, timeout: float = 120) -> str:
         out = subprocess.run(
-            [str(self.kubectl), "--kubeconfig", str(self.kubeconfig), *args],
+            [str(tool), "--kubeconfig", str(self.kubeconfig), *args],
             input=stdin,
             capture_output=True,
             text=True,
@@ -240,7 +288,10 @@ class Installation:
             check=False,
         )
         if out.returncode != 0:
-            raise InstallError("KubectlFailed", f"kubectl {' '.join(args[:3])}: {out.stderr.strip()[-2000:]}")
+            raise InstallError(
+                f"{tool.name.capitalize()}Failed",
+                f"{tool.name} {' '.join(args[:3])}: {out.stderr.strip()[-2000:]}",
+            )
         return out.stdout
 
     def render(self) -> list[dict[str, Any]]:
@@ -254,9 +305,18 @@ class Installation:
         spec = service["spec"]
         self.proxy = ServiceProxy(spec["clusterIP"], int(spec["ports"][0]["port"]), self.api_port)
         self.proxy.start()
+        if self.via == HELM:
+            self.say(f"Installing the chart {CHART_DIR.relative_to(REPO_ROOT)}/ with helm...")
+            self.helm("install", RELEASE, str(CHART_DIR), *self.site_flags())
+            self.docs = [d for d in yaml.safe_load_all(self.helm("get", "manifest", RELEASE)) if d]
+            return
         self.docs = self.render()
         self.say(f"Applying {self.source.relative_to(REPO_ROOT)}/ with kubectl ({len(self.docs)} objects)...")
         self.apply(self.docs)
+
+    @staticmethod
+    def site_flags(*more: str) -> list[str]:
+        return [flag for value in (*SITE_VALUES, *more) for flag in ("--set", value)]
 
     def apply(self, docs: Iterable[Mapping[str, Any]]) -> None:
         stream = yaml.safe_dump_all(list(docs), sort_keys=False)
@@ -323,9 +383,12 @@ class Installation:
     def uninstall(self) -> None:
         """Delete what ``install`` applied and wait until no Pod of it is left; then the proxy rule."""
         try:
-            if self.docs:
+            if self.via == HELM and self.docs:
+                self.helm("uninstall", RELEASE, "--ignore-not-found", "--wait", "--timeout", "120s")
+            elif self.docs:
                 stream = yaml.safe_dump_all(self.docs, sort_keys=False)
                 self.run_kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-", stdin=stream)
+            if self.docs:
                 for namespace in (DRIVER_NAMESPACE, CNI_NAMESPACE):
                     with contextlib.suppress(WaitTimeout):
                         wait_for(
@@ -337,6 +400,14 @@ class Installation:
         finally:
             if self.proxy is not None:
                 self.proxy.stop()
+
+    def leftovers(self) -> list[str]:
+        """What of the installation is still on the API server (``kind/name``), by kubectl."""
+        if not self.docs:
+            return []
+        stream = yaml.safe_dump_all(self.docs, sort_keys=False)
+        out = self.run_kubectl("get", "--ignore-not-found", "-o", "name", "-f", "-", stdin=stream)
+        return out.split()
 
     def _gone(self, namespace: str) -> bool:
         try:

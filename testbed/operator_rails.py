@@ -288,7 +288,13 @@ def _exists(get: Any) -> bool:
 
 
 def run_operator_rails(stack: Stack) -> Result:
-    result = Result("operator-rails", "thick" if stack.thick else "thin", stack.kubelet_kind, timings={})
+    result = Result(
+        "operator-rails",
+        "thick" if stack.thick else "thin",
+        stack.kubelet_kind,
+        install=stack.install,
+        timings={},
+    )
     started = time.monotonic()
     with Operator(stack) as operator:
         try:

@@ -41,6 +41,7 @@ class Result:
     scenario: str
     cni_mode: str
     kubelet: str = REAL
+    install: str = "processes"  # or as the kubelet runs it, from deploy/base/ or the chart
     rows: list[Row] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
     after_teardown: list[Check] = field(default_factory=list)

@@ -126,7 +126,11 @@ def spec_checks(stack: Stack, run: Running, obs: Observed, *, gpus: int, vfs: in
 def run_workload(stack: Stack, workload: Workload, *, gpus: int, vfs: int) -> Result:
     """Apply, start the Pod, observe and check it, delete it, check the teardown, remove the objects."""
     result = Result(
-        workload.name, "thick" if stack.thick else "thin", stack.kubelet_kind, timings=dict(stack.timings)
+        workload.name,
+        "thick" if stack.thick else "thin",
+        stack.kubelet_kind,
+        install=stack.install,
+        timings=dict(stack.timings),
     )
     sources = apply_workload(stack, workload)
     try:

@@ -36,7 +36,17 @@ from testbed.driver import Driver
 from testbed.fake_kubelet import KubeletDirs
 from testbed.fakenode import FakeNode, load_two_rail
 from testbed.gpu_plugin import GpuStandIn
-from testbed.installation import DAEMONSETS, PROCESSES, Installation, ProductImage, build_images, node_binds
+from testbed.installation import (
+    DAEMONSETS,
+    HELM,
+    HELM_CHART,
+    KUSTOMIZE,
+    PROCESSES,
+    Installation,
+    ProductImage,
+    build_images,
+    node_binds,
+)
 from testbed.installed import InstalledDaemon, InstalledDriver
 from testbed.kubelets import REAL, Kubelet, RealKubelet, SimKubelet
 from testbed.nodecni import NodeCni
@@ -76,11 +86,11 @@ class Stack:
         (the fast inner loop); ``daemonsets`` installs the product's images and ``deploy/`` and lets
         the real kubelet run them (testbed/installation.py), each node in its own mount namespace.
         """
-        if (second_node or install == DAEMONSETS) and kubelet != REAL:
+        if (second_node or install != PROCESSES) and kubelet != REAL:
             raise ReasonedError(
                 "NeedsRealKubelet", "a second node and the installed product run only on the real kubelet"
             )
-        if install == DAEMONSETS and not thick:
+        if install != PROCESSES and not thick:
             raise ReasonedError("InstalledIsThick", "the installed CNI DaemonSet runs thick")
         self.bed, self.thick, self.kubelet_kind, self.say = bed, thick, kubelet, say
         self.install, self.primary = install, primary
@@ -146,7 +156,7 @@ class Stack:
 
     @property
     def installed(self) -> bool:
-        return self.install == DAEMONSETS
+        return self.install in (DAEMONSETS, HELM_CHART)
 
     def _installation(self) -> Installation:
         assert self.installation is not None, "Stack.up() installs the product first"
@@ -215,7 +225,8 @@ class Stack:
         started = time.monotonic()
         self.say("Creating the fake SR-IOV node (two PCIe roots, one rail PF and one GPU under each)...")
         self.node = FakeNode.up(load_two_rail(), self.run / "sys")
-        for name in (DRIVER_NAMESPACE, WORKLOAD_NS):
+        # The installation creates its own namespaces (Helm refuses to adopt one that exists).
+        for name in (WORKLOAD_NS,) if self.installed else (DRIVER_NAMESPACE, WORKLOAD_NS):
             self.bed.create_namespace(name, exist_ok=True)
         self.cni.install_whereabouts()
         self.cni.install(host_shim=not self.installed)
@@ -258,6 +269,7 @@ class Stack:
                 kubeconfig=self.bed.kubeconfig,
                 api_port=int(self.bed.server.rsplit(":", 1)[1]),
                 tools=self.bed.tools,
+                via=HELM if self.install == HELM_CHART else KUSTOMIZE,
                 say=self.say,
             )
             self.installation.install()

@@ -1,0 +1,93 @@
+"""The product installed the way a cluster installs it (testbed/installation.py): our own images,
+imported into the node's containerd, and ``deploy/base/`` applied by kubectl or the chart
+installed by helm; the real kubelet runs the driver and the CNI DaemonSets as Pods with their own
+projected tokens and hostPath volumes. Only the SR-IOV hardware is simulated (the fake node's
+tree, which the node's own mount namespace shows where the DaemonSet mounts it).
+
+Skipped, with the reason, where the real kubelet cannot run or the images cannot be built.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from testbed.installation import CHART_DIR, HELM_CHART, RELEASE, InstallError, install_unavailable
+from testbed.results import PASS, render_checks
+from testbed.scenario import run_pairs, running_pairs
+from testbed.stack import Stack
+
+pytestmark = [pytest.mark.integration, pytest.mark.netns]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEMO_TIMEOUT = 900  # the images are cached by their inputs; a cold build is minutes of it
+
+
+@pytest.fixture(scope="session")
+def installable(tool_dirs, real_kubelet) -> None:
+    reason = install_unavailable(tool_dirs, real_kubelet=True, thick=True)
+    if reason:
+        pytest.skip(f"the product cannot run as DaemonSets here: {reason}")
+
+
+def test_make_demo_runs_the_installed_product(installable) -> None:
+    """`make demo` as a newcomer runs it: both scenarios (14.2 and 14.3) through the DaemonSets
+    from deploy/base/, every check PASS, nothing left after the stack stopped."""
+    out = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "scripts" / "demo.py"), "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=DEMO_TIMEOUT,
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr[-6000:]
+    report = json.loads(out.stdout)
+    rails = report["operator_rails"]
+    for scenario in (report, rails):
+        checks = [*scenario["checks"], *scenario["after_teardown"], *scenario.get("after_stop", [])]
+        assert scenario["install"] == "daemonsets" and scenario["cni_mode"] == "thick", out.stdout
+        assert [c for c in checks if c["status"] != PASS] == [], json.dumps(checks, indent=2)
+    assert {r["interface"] for r in report["rows"]} == {"dra0", "dra1"}
+
+
+def test_helm_install_upgrade_rollback_uninstall(stacks, installable) -> None:
+    """The chart as a release: installed, its Pods serve the 14.2 workload; an upgrade rolls the
+    CNI DaemonSet and the workload still runs; a rollback returns to the first revision; an
+    uninstall while a managed Pod runs is refused by the pre-delete check, and once the Pod is gone
+    it removes everything."""
+    stack: Stack = stacks.get(thick=True, install=HELM_CHART)
+    installation = stack.installation
+    assert installation is not None
+    result = run_pairs(stack)
+    assert result.ok, render_checks([*result.checks, *result.after_teardown]) + stack.logs()
+
+    installation.helm(
+        "upgrade", RELEASE, str(CHART_DIR), "--reuse-values", "--set", "cni.logLevel=debug", "--wait"
+    )
+    installation.wait_ready(stack.node_name)
+    stack.cni.start_daemon()
+    after_upgrade = run_pairs(stack)
+    assert after_upgrade.ok, render_checks([*after_upgrade.checks, *after_upgrade.after_teardown])
+
+    installation.helm("rollback", RELEASE, "1", "--wait")
+    installation.wait_ready(stack.node_name)
+    stack.cni.start_daemon()
+    history = json.loads(installation.helm("history", RELEASE, "-o", "json"))
+    assert [(h["revision"], h["status"]) for h in history][-1] == (3, "deployed"), history
+    config = json.loads(installation.helm("get", "values", RELEASE, "-o", "json"))
+    assert "logLevel" not in (config.get("cni") or {}), config
+
+    with running_pairs(stack):
+        with pytest.raises(InstallError) as refused:
+            installation.helm("uninstall", RELEASE, "--wait", "--timeout", "120s")
+        assert "pre-delete" in refused.value.message, refused.value.message
+        # the release and its Pods are still there, the workload still runs
+        assert json.loads(installation.helm("status", RELEASE, "-o", "json"))["info"]["status"] == "deployed"
+        installation.wait_ready(stack.node_name)
+    installation.uninstall()
+    left = installation.leftovers()
+    assert left == [], left
