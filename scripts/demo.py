@@ -3,8 +3,11 @@ operator-managed path of spec 14.3, end to end on one node.
 
 Starts the test bed (etcd, kube-apiserver, controller-manager, scheduler), the fake SR-IOV node,
 the node CNI (cni-shim, thick with cni-shim-daemon unless --cni-mode thin), the real kubelet with
-containerd and runc, and sriov-dra-driver with auto-attach registered through the kubelet's plugin
-registry; applies the spec's manifests; prints one row per interface and the spec 14.4 checks;
+containerd and runc, and the product: by default our images and deploy/base/, the kubelet running
+the driver (auto-attach on) and the CNI DaemonSets (testbed/installation.py); with --install
+processes, or where that cannot run (it says why in one line), sriov-dra-driver and
+cni-shim-daemon as host processes. The driver registers through the kubelet's plugin registry;
+applies the spec's manifests; prints one row per interface and the spec 14.4 checks;
 deletes the Pod and checks the cleanup. Then, on the same stack, the 14.3 scenario
 (testbed/operator_rails.py): only the spec's SriovNetwork and SriovNetworkNodePolicy objects are
 written, sriov-operator and its node-state reporter generate the driver's mapping, and the same
@@ -62,8 +65,8 @@ def say(line: str = "") -> None:
     type=click.Choice([DAEMONSETS, PROCESSES]),
     default=DAEMONSETS,
     show_default=True,
-    help="daemonsets: the product's images and deploy/ run by the real kubelet; processes: the driver "
-    "and the CNI daemon as host processes (the fast inner loop)",
+    help="daemonsets: the product's images and deploy/base/ run by the real kubelet; processes: the "
+    "driver and the CNI daemon as host processes (the fast inner loop)",
 )
 def main(output: str, cni_mode: str, kubelet: str, install: str) -> None:
     """Run the spec 14.2 example end to end and print what happened."""
@@ -77,9 +80,9 @@ def main(output: str, cni_mode: str, kubelet: str, install: str) -> None:
         reason = install_unavailable(tools, real_kubelet=kubelet == REAL, thick=cni_mode == "thick")
         if reason:
             install = PROCESSES
-            say(f"demo: the product cannot run as DaemonSets here ({reason}); running it as host processes")
+            say(f"demo: running the driver and the CNI daemon as host processes: {reason}")
     which = "the real kubelet v1.36.3" if kubelet == REAL else "the simulated kubelet"
-    how = "as DaemonSets from deploy/" if install == DAEMONSETS else "as host processes"
+    how = "as DaemonSets from deploy/base/" if install == DAEMONSETS else "as host processes"
     say(f"== auto-sriov demo: two GPU/NIC pairs on one node, {which}, the product {how} (spec 14.2) ==")
     say("Starting etcd, kube-apiserver, kube-controller-manager and kube-scheduler on loopback...")
     started = time.monotonic()

@@ -59,6 +59,8 @@ CHART_DIR = DEPLOY_DIR / "helm" / "auto-sriov"
 RELEASE, RELEASE_NAMESPACE = "auto-sriov", "default"
 # The chart's values for the bed's site settings (what site_patches does to the kustomize build).
 SITE_VALUES = (
+    # The bed's control plane carries the CRDs from its start (other suites need them).
+    "crds.install=false",
     "driver.multusAutoAttach=true",
     "driver.metricsPort=0",
     "cni.metricsPort=0",
@@ -386,7 +388,7 @@ class Installation:
             if self.via == HELM and self.docs:
                 self.helm("uninstall", RELEASE, "--ignore-not-found", "--wait", "--timeout", "120s")
             elif self.docs:
-                stream = yaml.safe_dump_all(self.docs, sort_keys=False)
+                stream = yaml.safe_dump_all(self.removable(), sort_keys=False)
                 self.run_kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-", stdin=stream)
             if self.docs:
                 for namespace in (DRIVER_NAMESPACE, CNI_NAMESPACE):
@@ -401,11 +403,16 @@ class Installation:
             if self.proxy is not None:
                 self.proxy.stop()
 
+    def removable(self) -> list[dict[str, Any]]:
+        """The installation less its CRDs: the bed's control plane carries those from its start,
+        and removing one deletes every object of its kind in the cluster, ours or not."""
+        return [d for d in self.docs if d["kind"] != "CustomResourceDefinition"]
+
     def leftovers(self) -> list[str]:
         """What of the installation is still on the API server (``kind/name``), by kubectl."""
         if not self.docs:
             return []
-        stream = yaml.safe_dump_all(self.docs, sort_keys=False)
+        stream = yaml.safe_dump_all(self.removable(), sort_keys=False)
         out = self.run_kubectl("get", "--ignore-not-found", "-o", "name", "-f", "-", stdin=stream)
         return out.split()
 

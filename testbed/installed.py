@@ -57,11 +57,20 @@ class NodePod:
 
     def kill(self) -> None:
         """SIGKILL the container's process (a crash); the kubelet starts it again."""
+        self.signal(signal.SIGKILL)
+
+    def signal(self, sig: signal.Signals) -> None:
         uid = self.uid()
         if uid is None:
             raise ReasonedError("NoPod", f"no {self.daemonset} Pod runs on {self.node_name}")
         with contextlib.suppress(ProcessLookupError):
-            os.kill(self.runtime().container_pid(uid, self.container), signal.SIGKILL)
+            os.kill(self.runtime().container_pid(uid, self.container), sig)
+
+    def restarts(self) -> int:
+        """How often the kubelet restarted the container in the current Pod."""
+        pod = self.pod() or {}
+        statuses = (pod.get("status") or {}).get("containerStatuses") or []
+        return sum(int(s.get("restartCount") or 0) for s in statuses if s["name"] == self.container)
 
     def describe(self) -> str:
         return self.installation.describe(self.namespace, self.daemonset, self.node_name)

@@ -10,6 +10,7 @@ Skipped, with the reason, where the real kubelet cannot run or the images cannot
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,9 +18,11 @@ from pathlib import Path
 import pytest
 
 from testbed.installation import CHART_DIR, HELM_CHART, RELEASE, InstallError, install_unavailable
+from testbed.installed import InstalledDriver
 from testbed.results import PASS, render_checks
 from testbed.scenario import run_pairs, running_pairs
 from testbed.stack import Stack
+from testbed.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
 
@@ -52,6 +55,29 @@ def test_make_demo_runs_the_installed_product(installable) -> None:
         assert scenario["install"] == "daemonsets" and scenario["cni_mode"] == "thick", out.stdout
         assert [c for c in checks if c["status"] != PASS] == [], json.dumps(checks, indent=2)
     assert {r["interface"] for r in report["rows"]} == {"dra0", "dra1"}
+
+
+def test_the_kubelet_restarts_a_wedged_driver_and_daemon_and_they_serve_again(stacks, installable) -> None:
+    """Probes that tell the truth: SIGSTOP freezes the driver's and the daemon's process (alive to
+    the kernel, serving nothing); their liveness probes fail and the kubelet restarts both, the
+    driver registers again and the daemon accepts again; the Pods that were healthy before had
+    never been restarted."""
+    stack: Stack = stacks.get(thick=True, install=HELM_CHART)
+    driver, daemon = stack.driver, stack.cni.installed
+    assert isinstance(driver, InstalledDriver) and daemon is not None
+    assert (driver.pod.restarts(), daemon.pod.restarts()) == (0, 0)
+    registrations = driver.registrations()
+    for pod in (driver.pod, daemon.pod):
+        pod.signal(signal.SIGSTOP)
+    wait_for(
+        lambda: driver.pod.restarts() >= 1 and daemon.pod.restarts() >= 1,
+        300,
+        what="the kubelet to restart the wedged driver and daemon",
+        interval=2,
+    )
+    driver.wait_registered(registrations)
+    stack.cni.start_daemon()
+    assert (driver.pod.restarts(), daemon.pod.restarts()) == (1, 1)
 
 
 def test_helm_install_upgrade_rollback_uninstall(stacks, installable) -> None:
