@@ -34,10 +34,11 @@ APISERVER_READY_TIMEOUT = 180.0
 COMPONENT_READY_TIMEOUT = 90.0
 PORT_ATTEMPTS = 3
 KCM_CONTROLLERS = (
-    # The installed product: its DaemonSets, and the operator's Deployment.
+    # The installed product: its DaemonSets, the operator's Deployment, the chart's hook Job.
     "daemonset-controller",
     "deployment-controller",
     "replicaset-controller",
+    "job-controller",
     "garbage-collector-controller",
     "namespace-controller",
     "resourceclaim-controller",

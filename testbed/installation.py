@@ -386,7 +386,12 @@ class Installation:
         """Delete what ``install`` applied and wait until no Pod of it is left; then the proxy rule."""
         try:
             if self.via == HELM and self.docs:
-                self.helm("uninstall", RELEASE, "--ignore-not-found", "--wait", "--timeout", "120s")
+                try:
+                    self.helm("uninstall", RELEASE, "--ignore-not-found", "--wait", "--timeout", "120s")
+                except InstallError:
+                    # The bed must end clean even when the pre-delete check refused (a test that
+                    # failed while a managed Pod ran): the teardown's own checks say what was left.
+                    self.helm("uninstall", RELEASE, "--ignore-not-found", "--no-hooks", "--wait")
             elif self.docs:
                 stream = yaml.safe_dump_all(self.removable(), sort_keys=False)
                 self.run_kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-", stdin=stream)
