@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from testbed.deployment import DRIVER_NAMESPACE
 from testbed.installation import CHART_DIR, HELM_CHART, RELEASE, InstallError, install_unavailable
 from testbed.installed import InstalledDriver
 from testbed.results import PASS, render_checks
@@ -110,7 +111,10 @@ def test_helm_install_upgrade_rollback_uninstall(stacks, installable) -> None:
     with running_pairs(stack):
         with pytest.raises(InstallError) as refused:
             installation.helm("uninstall", RELEASE, "--wait", "--timeout", "120s")
-        assert "pre-delete" in refused.value.message, refused.value.message
+        assert "sriov-dra-uninstall-check" in refused.value.message, refused.value.message
+        # refused for the managed Pod, by the check itself (not a Job that could not run)
+        check = installation.run_kubectl("logs", "-n", DRIVER_NAMESPACE, "job/sriov-dra-uninstall-check")
+        assert "UninstallBlocked" in check, check
         # the release and its Pods are still there, the workload still runs
         assert json.loads(installation.helm("status", RELEASE, "-o", "json"))["info"]["status"] == "deployed"
         installation.wait_ready(stack.node_name)
