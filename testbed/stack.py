@@ -155,6 +155,13 @@ class Stack:
         return self.kubelet_kind == REAL
 
     @property
+    def host_driver(self) -> Driver:
+        """The driver as a host process of the bed (a stack with ``install=processes``): what the
+        lifecycle tests pause, crash and restart with other settings."""
+        assert isinstance(self.driver, Driver), "a stack that runs the driver as a host process"
+        return self.driver
+
+    @property
     def installed(self) -> bool:
         return self.install in (DAEMONSETS, HELM_CHART)
 

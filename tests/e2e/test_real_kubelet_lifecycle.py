@@ -210,8 +210,8 @@ def test_force_deleted_pod_is_torn_down_without_freeing_anything_unsafely(thick_
         shadows = {s["metadata"]["name"] for s in stack.cluster.shadows(pairs.namespace, uid)}
         netns = stack.kubelet.netns_path(uid)
         vfs = [row.vf_pci for row in run.observe().rows]
-        assert stack.driver.process is not None
-        with stack.driver.process.paused():
+        assert stack.host_driver.process is not None
+        with stack.host_driver.process.paused():
             stack.cluster.core.delete_namespaced_pod(
                 run.pod["metadata"]["name"], run.pod["metadata"]["namespace"], grace_period_seconds=0
             )
@@ -255,8 +255,8 @@ def test_driver_killed_during_prepare_converges_on_the_kubelets_retry(thick_stac
         stack.driver.restart({"SRIOV_DRA_CRASH_AT": step})
         try:
             stack.cluster.create_pod(pairs.pod)
-            assert stack.driver.process is not None
-            driver = stack.driver.process
+            assert stack.host_driver.process is not None
+            driver = stack.host_driver.process
             wait_for(lambda: not driver.alive(), 60, what=f"the driver to crash at {step}")
             stack.driver.restart()
             run = Running(stack, pairs, stack.cluster.wait_running(namespace, name), sources, 0, 0.0)
@@ -266,7 +266,7 @@ def test_driver_killed_during_prepare_converges_on_the_kubelets_retry(thick_stac
             assert check_device_status(obs).status == PASS, check_device_status(obs)
             assert len(stack.cluster.shadows(namespace)) == 2
         finally:
-            if stack.driver.process is None or not stack.driver.process.alive():
+            if stack.host_driver.process is None or not stack.host_driver.process.alive():
                 stack.driver.restart()
             refs = stop_pod(stack, pairs.pod)
         checks = teardown_checks(stack, pairs, refs)
@@ -286,8 +286,8 @@ def test_driver_killed_during_unprepare_converges_on_the_kubelets_retry(
         stack.driver.restart({"SRIOV_DRA_CRASH_AT": step})
         try:
             stack.cluster.core.delete_namespaced_pod(pairs.pod["metadata"]["name"], pairs.namespace)
-            assert stack.driver.process is not None
-            driver = stack.driver.process
+            assert stack.host_driver.process is not None
+            driver = stack.host_driver.process
             wait_for(lambda: not driver.alive(), 60, what=f"the driver to crash at {step}")
         finally:
             stack.driver.restart()
@@ -375,9 +375,9 @@ def test_kubelet_killed_during_prepare_converges_after_its_restart(thick_stack: 
     with applied(stack, pairs):
         started = node.rpc_calls("NodePrepareResources", started=True)
         prepares = stack.kubelet.prepare_calls()
-        assert stack.driver.process is not None
+        assert stack.host_driver.process is not None
         try:
-            with stack.driver.process.paused():
+            with stack.host_driver.process.paused():
                 stack.cluster.create_pod(pairs.pod)
                 wait_for(
                     lambda: node.rpc_calls("NodePrepareResources", started=True) > started,
