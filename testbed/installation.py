@@ -59,8 +59,10 @@ CHART_DIR = DEPLOY_DIR / "helm" / "auto-sriov"
 RELEASE, RELEASE_NAMESPACE = "auto-sriov", "default"
 # The chart's values for the bed's site settings (what site_patches does to the kustomize build).
 SITE_VALUES = (
-    # The bed's control plane carries the CRDs from its start (other suites need them).
+    # The bed's control plane carries the CRDs from its start (other suites need them), and the
+    # namespaces may outlive an earlier stack: Helm adopts neither, so the bed makes them.
     "crds.install=false",
+    "namespaces.create=false",
     "driver.multusAutoAttach=true",
     "driver.metricsPort=0",
     "cni.metricsPort=0",
@@ -308,6 +310,11 @@ class Installation:
         self.proxy = ServiceProxy(spec["clusterIP"], int(spec["ports"][0]["port"]), self.api_port)
         self.proxy.start()
         if self.via == HELM:
+            for namespace in (DRIVER_NAMESPACE, CNI_NAMESPACE):
+                with contextlib.suppress(ApiException):
+                    self.core.create_namespace(
+                        client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace))
+                    )
             self.say(f"Installing the chart {CHART_DIR.relative_to(REPO_ROOT)}/ with helm...")
             self.helm("install", RELEASE, str(CHART_DIR), *self.site_flags())
             self.docs = [d for d in yaml.safe_load_all(self.helm("get", "manifest", RELEASE)) if d]
@@ -396,7 +403,8 @@ class Installation:
                 stream = yaml.safe_dump_all(self.removable(), sort_keys=False)
                 self.run_kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-", stdin=stream)
             if self.docs:
-                for namespace in (DRIVER_NAMESPACE, CNI_NAMESPACE):
+                # The namespaces it created (not the ones a Helm release was installed into).
+                for namespace in [d["metadata"]["name"] for d in self.docs if d["kind"] == "Namespace"]:
                     with contextlib.suppress(WaitTimeout):
                         wait_for(
                             functools.partial(self._gone, namespace),
