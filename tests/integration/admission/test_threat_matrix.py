@@ -37,7 +37,7 @@ from testbed.admission import client_from, denial, impersonating, install_polici
 from testbed.apiobjects import as_object, meta, present, uid_of
 from testbed.bed import TestBed
 from testbed.bound_token import BoundToken, node_bound_kubeconfig
-from testbed.deployment import CNI_NAMESPACE, CNI_SA, DEPLOY_DIR, DRIVER_NAMESPACE, DRIVER_SA, load_documents
+from testbed.deployment import BASE_DIR, CNI_NAMESPACE, CNI_SA, DRIVER_NAMESPACE, DRIVER_SA, load_documents
 from testbed.node_agent import DRIVER
 from testbed.waiting import wait_for
 
@@ -112,9 +112,7 @@ def world(testbed: TestBed, driver_crds: None, tmp_path_factory: pytest.TempPath
     core = client.CoreV1Api(testbed.api_client)
     for ns in (DRIVER_NAMESPACE, CNI_NAMESPACE):
         testbed.create_namespace(ns, exist_ok=True)
-    testbed.apply(
-        load_documents(DEPLOY_DIR / "driver-rbac.yaml") + load_documents(DEPLOY_DIR / "cni-rbac.yaml")
-    )
+    testbed.apply(load_documents(BASE_DIR / "driver-rbac.yaml") + load_documents(BASE_DIR / "cni-rbac.yaml"))
     other = f"policy-other-{secrets.token_hex(3)}"
     core.create_node(
         client.V1Node.model_validate(
