@@ -316,7 +316,9 @@ class Installation:
                         client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace))
                     )
             self.say(f"Installing the chart {CHART_DIR.relative_to(REPO_ROOT)}/ with helm...")
-            self.helm("install", RELEASE, str(CHART_DIR), *self.site_flags())
+            # --take-ownership: the bed's earlier stacks applied the same ServiceAccounts and RBAC
+            # for their host processes, as a cluster moving from the kustomize install would have.
+            self.helm("install", RELEASE, str(CHART_DIR), "--take-ownership", *self.site_flags())
             self.docs = [d for d in yaml.safe_load_all(self.helm("get", "manifest", RELEASE)) if d]
             return
         self.docs = self.render()
