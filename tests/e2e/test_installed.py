@@ -113,7 +113,12 @@ def test_helm_install_upgrade_rollback_uninstall(stacks, installable) -> None:
             installation.helm("uninstall", RELEASE, "--wait", "--timeout", "120s")
         assert "sriov-dra-uninstall-check" in refused.value.message, refused.value.message
         # refused for the managed Pod, by the check itself (not a Job that could not run)
-        check = installation.run_kubectl("logs", "-n", DRIVER_NAMESPACE, "job/sriov-dra-uninstall-check")
+        listed = installation.core.list_namespaced_pod(
+            DRIVER_NAMESPACE, label_selector="job-name=sriov-dra-uninstall-check"
+        )
+        (job_pod,) = installation.api.sanitize_for_serialization(listed)["items"]
+        # From the node's own log files: the bed's Node names no address the API server can dial.
+        check = stack.node_runtime.container_log(job_pod["metadata"]["uid"], "check")
         assert "UninstallBlocked" in check, check
         # the release and its Pods are still there, the workload still runs
         assert json.loads(installation.helm("status", RELEASE, "-o", "json"))["info"]["status"] == "deployed"
