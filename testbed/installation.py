@@ -53,7 +53,7 @@ DAEMON_CONFIG = "cni-shim-daemon-config"
 READY_TIMEOUT = 180.0
 FIELD_MANAGER = "auto-sriov-bed"
 COMMENT = "auto-sriov bed: kubernetes Service"  # marks the bed's iptables rules
-CHAINS = ("OUTPUT", "PREROUTING")
+CHAINS = ("OUTPUT",)
 KUSTOMIZE, HELM = "kustomize", "helm"  # how the installation is applied
 CHART_DIR = DEPLOY_DIR / "helm" / "auto-sriov"
 RELEASE, RELEASE_NAMESPACE = "auto-sriov", "default"
@@ -183,11 +183,9 @@ def _set_env(container: dict[str, Any], values: Mapping[str, str]) -> None:
 
 
 class ServiceProxy:
-    """kube-proxy's rules for the ``kubernetes`` Service, and only those (see the module's doc):
-    OUTPUT for host-network Pods, PREROUTING for Pods on the cluster network (the chart's hook Job),
-    which reach the loopback API server only with ``route_localnet``, as kube-proxy sets it too."""
-
-    ROUTE_LOCALNET = Path("/proc/sys/net/ipv4/conf/all/route_localnet")
+    """kube-proxy's rule for the ``kubernetes`` Service, and only that (see the module's doc): in
+    OUTPUT, for Pods on the host network, which is every Pod of the product on the bed (the
+    cluster network's Pods cannot reach the loopback API server through it)."""
 
     def __init__(self, cluster_ip: str, port: int, api_port: int) -> None:
         self.match = [
@@ -196,15 +194,12 @@ class ServiceProxy:
             "-m", "comment", "--comment", COMMENT,
         ]  # fmt: skip
         self.installed: list[str] = []
-        self.saved_localnet: str | None = None
 
     def start(self) -> None:
         # A bed killed before its teardown left its rules; one at a time holds this ClusterIP.
         for chain in CHAINS:
             while self._delete_one(chain):
                 pass
-        self.saved_localnet = self.ROUTE_LOCALNET.read_text().strip()
-        self.ROUTE_LOCALNET.write_text("1")
         for chain in CHAINS:
             out = subprocess.run(
                 ["iptables", "-t", "nat", "-A", chain, *self.match],
@@ -238,9 +233,6 @@ class ServiceProxy:
                 ["iptables", "-t", "nat", "-D", chain, *self.match], capture_output=True, check=False
             )
         self.installed = []
-        if self.saved_localnet is not None:
-            self.ROUTE_LOCALNET.write_text(self.saved_localnet)
-            self.saved_localnet = None
 
 
 class Installation:
