@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -101,9 +102,13 @@ def test_shadows_finalizers_and_allocated_claims_block_until_released(
 
     status, report, stderr = check(hook_kubeconfig, tmp_path)
     assert status == 2, stderr
-    assert stderr.startswith("sriov-dra: UninstallBlocked: 1 shadow(s), 1 finalizer(s), 1 claim(s) remain"), (
-        stderr
-    )
+    # Counted cluster-wide: another suite on the session's bed may hold shadows or claims too.
+    kinds = Counter(b["kind"] for b in report["blockers"])
+    assert min(kinds["shadow"], kinds["finalizer"], kinds["claim"]) >= 1, report
+    assert stderr.startswith(
+        f"sriov-dra: UninstallBlocked: {kinds['shadow']} shadow(s), {kinds['finalizer']} finalizer(s), "
+        f"{kinds['claim']} claim(s) remain"
+    ), stderr
     mine = {(b["kind"], b["name"]) for b in report["blockers"] if b["namespace"] == ns}
     assert mine == {("shadow", "dra-sriov-a"), ("finalizer", "relabelled"), ("claim", "vfs")}
     assert report["checkpoint"] is None and report["clear"] is False
