@@ -235,6 +235,15 @@ class ServiceProxy:
         self.installed = []
 
 
+def _last_exit(status: dict[str, Any]) -> str:
+    """How the container's previous run ended: its exit code and the termination message, which
+    FallbackToLogsOnError fills with the log's tail when the container wrote none."""
+    ended = (status.get("lastState") or {}).get("terminated")
+    if not ended:
+        return ""
+    return f"; last exit {ended.get('exitCode')} ({ended.get('reason')}):\n{ended.get('message') or ''}"
+
+
 class Installation:
     """``deploy/`` on the bed: ``install()``, ``wait_ready(nodes)``, ``uninstall()``."""
 
@@ -370,7 +379,7 @@ class Installation:
                 )
             except WaitTimeout as exc:
                 raise InstallError(
-                    "InstallNotReady", f"{exc.message}\n{self.describe(namespace, name, node)}\n{explain()}"
+                    "InstallNotReady", f"{exc.message}\n{explain()}\n{self.describe(namespace, name, node)}"
                 ) from None
 
     def describe(self, namespace: str, daemonset: str, node: str) -> str:
@@ -380,7 +389,8 @@ class Installation:
         status = pod.get("status") or {}
         statuses = [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
         return f"{pod['metadata']['name']}: phase {status.get('phase')}; " + "; ".join(
-            f"{s['name']}: {json.dumps(s.get('state'))} restarts {s.get('restartCount')}" for s in statuses
+            f"{s['name']}: {json.dumps(s.get('state'))} restarts {s.get('restartCount')}{_last_exit(s)}"
+            for s in statuses
         )
 
     def uninstall(self) -> None:

@@ -66,7 +66,9 @@ def test_the_kubelet_restarts_a_wedged_driver_and_daemon_and_they_serve_again(st
     stack: Stack = stacks.get(thick=True, install=HELM_CHART)
     driver, daemon = stack.driver, stack.cni.installed
     assert isinstance(driver, InstalledDriver) and daemon is not None
-    assert (driver.pod.restarts(), daemon.pod.restarts()) == (0, 0)
+    assert (driver.pod.restarts(), daemon.pod.restarts()) == (0, 0), (
+        f"{driver.pod.describe()}\n{daemon.pod.describe()}"
+    )
     registrations = driver.registrations()
     for pod in (driver.pod, daemon.pod):
         pod.signal(signal.SIGSTOP)

@@ -23,12 +23,15 @@ Call with (dict "image" .Values.x.image "root" $).
 {{- end -}}
 {{- end }}
 
-{{/* image and, when set, imagePullPolicy of a container. Same argument as auto-sriov.image. */}}
-{{- define "auto-sriov.container-image" -}}
+{{/* What every container of ours carries: its image, imagePullPolicy when set, and a termination
+message that falls back to the log's tail, so `kubectl describe pod` says why it exited. Same
+argument as auto-sriov.image. */}}
+{{- define "auto-sriov.container-common" -}}
 image: {{ include "auto-sriov.image" . }}
 {{- with .image.pullPolicy }}
 imagePullPolicy: {{ . }}
 {{- end }}
+terminationMessagePolicy: FallbackToLogsOnError
 {{- end }}
 
 {{/* The operator's image: its own when given, else the driver's (which ships sriov-operator). */}}
@@ -37,7 +40,7 @@ imagePullPolicy: {{ . }}
 {{- if not $img.repository -}}
 {{- $img = .Values.driver.image -}}
 {{- end -}}
-{{ include "auto-sriov.container-image" (dict "image" $img "root" .) }}
+{{ include "auto-sriov.container-common" (dict "image" $img "root" .) }}
 {{- end }}
 
 {{/* nodeSelector, affinity and tolerations of a Pod spec, each only when set. */}}
