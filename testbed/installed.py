@@ -75,6 +75,13 @@ class NodePod:
     def describe(self) -> str:
         return self.installation.describe(self.namespace, self.daemonset, self.node_name)
 
+    def wait(self, condition: Callable[[], bool], what: str, reason: str) -> None:
+        """Until ``condition`` holds; past the time-out, ``reason`` with the Pod's state and log."""
+        try:
+            wait_for(condition, REGISTER_TIMEOUT, what=what, interval=0.3)
+        except WaitTimeout as exc:
+            raise ReasonedError(reason, f"{exc.message}: {self.describe()}\n{self.log()[-3000:]}") from None
+
 
 class InstalledDriver(DriverState):
     """sriov-dra-driver as its DaemonSet's Pod on the node."""
@@ -121,18 +128,11 @@ class InstalledDriver(DriverState):
         return self.pod.log().count(REGISTERED)
 
     def wait_registered(self, before: int = 0) -> None:
-        pod = self.pod
-        try:
-            wait_for(
-                lambda: self.registered() and self.registrations() > before,
-                REGISTER_TIMEOUT,
-                what=f"the kubelet to register the sriov-dra-driver Pod on {self.node_name}",
-                interval=0.3,
-            )
-        except WaitTimeout as exc:
-            raise ReasonedError(
-                "DriverNotRegistered", f"{exc.message}: {pod.describe()}\n{pod.log()[-3000:]}"
-            ) from None
+        self.pod.wait(
+            lambda: self.registered() and self.registrations() > before,
+            f"the kubelet to register the sriov-dra-driver Pod on {self.node_name}",
+            "DriverNotRegistered",
+        )
 
     def restart(self, extra_env: Mapping[str, str] | None = None) -> None:
         """The DaemonSet's driver env set to the installation's plus ``extra_env`` (an admin's
@@ -178,14 +178,8 @@ class InstalledDaemon:
         self.socket_dir = socket_dir
 
     def wait_serving(self) -> None:
-        try:
-            wait_for(
-                lambda: serving(self.socket_dir),
-                REGISTER_TIMEOUT,
-                what=f"cni-shim-daemon to listen in {self.socket_dir}",
-                interval=0.3,
-            )
-        except WaitTimeout as exc:
-            raise ReasonedError(
-                "DaemonNotServing", f"{exc.message}: {self.pod.describe()}\n{self.pod.log()[-3000:]}"
-            ) from None
+        self.pod.wait(
+            lambda: serving(self.socket_dir),
+            f"cni-shim-daemon to listen in {self.socket_dir}",
+            "DaemonNotServing",
+        )

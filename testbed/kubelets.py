@@ -26,6 +26,7 @@ from testbed import realnode
 from testbed.fake_kubelet import FakeKubelet, KubeletDirs, wait_for_socket
 from testbed.kubelet_sim import Cnitool, PodRecord, Sandbox, SimulatedKubelet
 from testbed.netlinks import host_link
+from testbed.nodeaddress import NodeAddress
 from testbed.nodecni import SHIM_NETWORK
 from testbed.nodemounts import NodeMounts
 from testbed.waiting import WaitTimeout, wait_for
@@ -112,11 +113,13 @@ class RealKubelet:
         cni: NodeCni,
         binds: Callable[[], Mapping[Path, Path]] | None = None,
         product_images: Callable[[], Sequence[Path]] = tuple,
+        address: NodeAddress | None = None,
     ) -> None:
         """``binds``: the node's own mount namespace (testbed/nodemounts.py), as the product's
-        DaemonSets need; ``product_images``: OCI archives its containerd imports first."""
+        DaemonSets need; ``product_images``: OCI archives its containerd imports first;
+        ``address``: the node's own IP (testbed/nodeaddress.py)."""
         self.bed, self.node_name, self.run, self.dirs, self.cni = bed, node_name, run, dirs, cni
-        self.binds, self.product_images = binds, product_images
+        self.binds, self.product_images, self.address = binds, product_images, address
         self._node: realnode.RealNode | None = None
         # The sandboxes as the run observed them (sandbox ID -> record), and the host veths their
         # CNI ADDs reported: the teardown checks' "made by this run".
@@ -143,6 +146,7 @@ class RealKubelet:
             env=self.cni.delegate_env(),
             mounts=NodeMounts(self.binds(), self.run / "node-mounts.log") if self.binds else None,
             product_images=self.product_images(),
+            address=self.address,
         )
         self._node.start()
 

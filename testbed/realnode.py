@@ -32,6 +32,7 @@ from kubernetes.client.exceptions import ApiException
 
 from sriov_contract.errors import ReasonedError
 from testbed import host_state, images, processes, realnode_config
+from testbed.nodeaddress import NodeAddress
 from testbed.nodemounts import NodeMounts
 from testbed.processes import ProcessRecord, free_port, launch, log_tail
 from testbed.tools import ToolSet, ToolUnavailable
@@ -133,14 +134,17 @@ class RealNode:
         env: Mapping[str, str] | None = None,
         mounts: NodeMounts | None = None,
         product_images: Sequence[Path] = (),
+        address: NodeAddress | None = None,
     ) -> None:
         """``mounts``: run containerd and the kubelet in this node's own mount namespace
         (testbed/nodemounts.py), where the kubelet's root directory is ``/var/lib/kubelet``: what
         the product's DaemonSets need. Without it both run in the host's, on the bed's paths.
         ``product_images``: OCI archives imported before the kubelet starts, so no Pod of the
-        product ever waits in an image pull back-off."""
+        product ever waits in an image pull back-off. ``address``: the node's own IP, made for it
+        (testbed/nodeaddress.py); the host's address otherwise."""
         self.api = api
         self.mounts = mounts
+        self.address = address
         self.product_images = list(product_images)
         self.core = client.CoreV1Api(api)
         self.node_name = node_name
@@ -212,6 +216,8 @@ class RealNode:
             (hierarchy / self.cgroup_root.lstrip("/")).mkdir(exist_ok=True)
         if self.mounts is not None:
             self.mounts.start()
+        if self.address is not None:
+            self.address.add()
         self._start_containerd()
         self._import_images()
         self.start_kubelet()
@@ -282,8 +288,12 @@ class RealNode:
         assert self.sandbox_image is not None
         self.workload_image = images.workload_image(self.dir / "images")
         for tarball in (self.sandbox_image.tarball, self.workload_image.tarball, *self.product_images):
-            # --local: straight into the content store and the CRI's snapshotter, no transfer service.
-            self.ctr("images", "import", "--local", "--snapshotter", "overlayfs", str(tarball), timeout=180)
+            self.import_image(tarball)
+
+    def import_image(self, tarball: Path) -> None:
+        """An OCI archive into the node's image store, as a registry pull would put it there."""
+        # --local: straight into the content store and the CRI's snapshotter, no transfer service.
+        self.ctr("images", "import", "--local", "--snapshotter", "overlayfs", str(tarball), timeout=180)
 
     def start_kubelet(self) -> None:
         self.ports = {"kubelet": free_port(), "healthz": free_port()}
@@ -298,7 +308,7 @@ class RealNode:
                 healthz_port=self.ports["healthz"],
             )
         )
-        ip = host_ip()
+        ip = self.address.ip if self.address is not None else host_ip()
         if ip is None:
             raise RealNodeError("NoNodeIP", "the host has no global IPv4 address for the kubelet's node IP")
         argv = [
@@ -308,7 +318,7 @@ class RealNode:
             f"--root-dir={self.kubelet_root}",
             f"--cert-dir={self.dir / 'kubelet-pki'}",
             f"--hostname-override={self.node_name}",
-            # A loopback node IP is refused; the host's own address, nothing is served on it.
+            # A loopback node IP is refused: the node's own address, or the host's.
             f"--node-ip={ip}",
             # -v=4: the kubelet logs each NodePrepare/NodeUnprepareResources call, which the
             # lifecycle tests count.
@@ -505,6 +515,8 @@ class RealNode:
             notes += [f"cgroup left: {p}" for p in left[:3]]
         if self.mounts is not None:
             self.mounts.stop()
+        if self.address is not None:
+            self.address.remove()
         restored = host_state.restore_sysctls(self._saved_sysctls)
         if self._made_device_plugins_dir:
             # Only the kubelet's own socket and checkpoint are in it; no device plugin runs here.

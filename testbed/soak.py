@@ -132,13 +132,18 @@ def interface_problems(stack: Stack, obs: Observed) -> list[str]:
 
 
 class Soak:
-    def __init__(self, stack: Stack, config: Config, say: Callable[[str], None]) -> None:
+    """Churn: ``config.in_flight`` workers create, check and delete rails Pods on both nodes, while
+    the main thread disrupts them: the seeded kill schedule, or what ``run`` is given (an upgrade,
+    testbed/upgrade.py)."""
+
+    def __init__(self, stack: Stack, config: Config, say: Callable[[str], None], name: str = "soak") -> None:
         if len(stack.nodes) != 2:
             raise ReasonedError("SoakNeedsTwoNodes", "the soak runs on a Stack with second_node=True")
         self.stack = stack
         self.config = config
         self.say = say
-        self.workload = rails_workload(stack, "soak")
+        self.name = name
+        self.workload = rails_workload(stack, name)
         self.report = Report(config)
         self.lock = threading.Lock()
         self.created = 0
@@ -148,15 +153,17 @@ class Soak:
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
-    def run(self) -> Report:
+    def run(self, disrupt: Callable[[], None] | None = None) -> Report:
+        """Churn until ``config.pods`` Pods were created, or, with ``disrupt``, until it returned."""
         # Eight workers share one client; urllib3 says each time its pool of 4 overflows.
         logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
-        kills = schedule(self.config)
-        self.say(f"soak: seed {self.config.seed}, {self.config.pods} Pods, {self.config.in_flight} in flight")
-        self.say(
-            "soak: kill schedule: "
-            + ", ".join(f"{k.kind}@node{k.node} after {k.after_pods} Pods+{k.delay_s}s" for k in kills)
-        )
+        kills = schedule(self.config) if disrupt is None else []
+        self.say(f"{self.name}: seed {self.config.seed}, {self.config.in_flight} Pods in flight")
+        if kills:
+            self.say(
+                f"{self.name}: kill schedule: "
+                + ", ".join(f"{k.kind}@node{k.node} after {k.after_pods} Pods+{k.delay_s}s" for k in kills)
+            )
         with applied(self.stack, self.workload):
             self.started = time.monotonic()
             # Daemon threads: an interrupted soak must not wait for their Pods before tearing down.
@@ -169,13 +176,24 @@ class Soak:
             threading.Thread(target=self._stop_after, args=(workers,), daemon=True).start()
             # The kills run on the main thread: a process started with PR_SET_PDEATHSIG dies with the
             # *thread* that started it, so a restarted kubelet or daemon would die with a killer thread.
-            self._killer(kills)
+            if disrupt is None:
+                self._killer(kills)
+            else:
+                try:
+                    disrupt()
+                finally:
+                    self.finish()
             self.stop.wait()
             self.report.churn_s = self.elapsed()
             self.report.end_checks = self._end_checks()
         return self.report
 
     # -- churn ------------------------------------------------------------------------------------
+
+    def finish(self) -> None:
+        """No new Pod from now on; the ones in flight complete."""
+        with self.lock:
+            self.created = max(self.created, self.config.pods)
 
     def _next(self) -> int | None:
         with self.lock:
@@ -192,7 +210,7 @@ class Soak:
 
     def _worker(self) -> None:
         while (index := self._next()) is not None:
-            outcome = PodOutcome(f"soak-{self.config.seed}-{index:03d}")
+            outcome = PodOutcome(f"{self.name}-{self.config.seed}-{index:03d}")
             with self.lock:
                 self.report.outcomes.append(outcome)
             try:

@@ -49,6 +49,7 @@ from testbed.installation import (
 )
 from testbed.installed import InstalledDaemon, InstalledDriver
 from testbed.kubelets import REAL, Kubelet, RealKubelet, SimKubelet
+from testbed.nodeaddress import NodeAddress
 from testbed.nodecni import NodeCni
 from testbed.tools import ToolSet
 from testbed.workloads import NODE_LABEL, WORKLOAD_NS
@@ -116,6 +117,9 @@ class Stack:
                 cni=self.cni,
                 binds=self._binds if self.installed else None,
                 product_images=lambda: [image.archive for image in self.images],
+                # Each installed node's probes listen on its own IP (the nodes share the host's
+                # network namespace): the primary is node 0, its peer node 1.
+                address=NodeAddress(0 if primary is None else 1) if self.installed else None,
             )
             if self.real
             else SimKubelet(

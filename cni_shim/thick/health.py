@@ -11,6 +11,7 @@ timeout fails it. Answers are 200 or 503 with one line saying why.
 from __future__ import annotations
 
 import contextlib
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -57,6 +58,8 @@ class _ProbeServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, address: tuple[str, int], socket_path: str, timeout: float) -> None:
+        if ":" in address[0]:  # an IPv6 node address, as $(POD_IP) gives on an IPv6 cluster
+            self.address_family = socket.AF_INET6
         super().__init__(address, _Probe)
         self.socket_path = socket_path
         self.probe_timeout = timeout

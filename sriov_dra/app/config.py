@@ -27,6 +27,9 @@ class Config:
     configuration_mode: str = STANDALONE
     multus_auto_attach: bool = False
     healthcheck_port: int = -1
+    # The node's address (status.podIP of a host-network Pod) is where kubelet sends its probes;
+    # empty means every address.
+    healthcheck_host: str = ""
     kubeconfig: str | None = None
     repair_interval: float = 30.0
     metrics_port: int = -1

@@ -281,12 +281,18 @@ def run(cfg: Config, stop: threading.Event) -> None:
     plugin = KubeletPlugin(paths, service)
     log.info("serving %s and %s", paths.dra_socket, paths.registration_socket)
     health = (
-        HealthServer(paths, cfg.healthcheck_port, registration=plugin.registration, calls=plugin.calls)
+        HealthServer(
+            paths,
+            cfg.healthcheck_port,
+            host=cfg.healthcheck_host,
+            registration=plugin.registration,
+            calls=plugin.calls,
+        )
         if cfg.healthcheck_port >= 0
         else None
     )
     if health is not None:
-        log.info("gRPC health check on port %d", health.port)
+        log.info("gRPC health check on %s port %d", cfg.healthcheck_host or "every address", health.port)
     start_threads(stop, controller, source.watch_sources(slices), watch_forever)
     threading.Thread(target=_report_registration, args=(plugin, cfg.registrar_dir), daemon=True).start()
     try:

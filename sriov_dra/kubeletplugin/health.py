@@ -35,13 +35,15 @@ def _call(socket: str, path: str, request: Any, response_cls: Any) -> None:
 
 
 class HealthServer:
-    """Serves grpc.health.v1.Health/Check on a TCP port (0 picks a free one; see ``port``)."""
+    """Serves grpc.health.v1.Health/Check on a TCP port (0 picks a free one; see ``port``) of one
+    address, or of every address when ``host`` is empty."""
 
     def __init__(
         self,
         paths: SocketPaths,
         port: int,
         *,
+        host: str = "",
         registration: Registration | None = None,
         calls: CallSerializer | None = None,
     ) -> None:
@@ -59,9 +61,10 @@ class HealthServer:
                 ),
             )
         )
-        self.port = self._server.add_insecure_port(f"[::]:{port}")
+        address = f"[{host}]:{port}" if ":" in host else f"{host or '[::]'}:{port}"
+        self.port = self._server.add_insecure_port(address)
         if self.port == 0:
-            raise OSError(f"cannot listen on health-check port {port}")
+            raise OSError(f"cannot listen on health-check address {address}")
         self._server.start()
 
     def healthy(self) -> bool:

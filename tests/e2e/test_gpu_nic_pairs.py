@@ -11,9 +11,6 @@ test_real_kubelet_lifecycle.py.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -23,11 +20,9 @@ from testbed.results import PASS, SKIP, Result, render_checks, render_table
 from testbed.scenario import applied, run_one_network, run_pairs, start_pod, stop_pod
 from testbed.stack import Stack
 from testbed.workloads import pairs_workload, second_pod
+from tests.support.demo import run_demo
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEMO_TIMEOUT = 600  # the tools are built by the session's tool_dirs fixture, so this is the demo alone
 
 
 def explain(stack: Stack, result: Result) -> str:
@@ -108,21 +103,13 @@ def test_second_pod_gets_different_addresses_from_the_same_rails(thick_stack) ->
 def test_make_demo_entry_point_in_thin_mode_reports_json_and_exit_status(tool_dirs) -> None:
     """What `make demo` runs (scripts/demo.py, its own control plane), with the shim doing the work
     itself: the JSON report and the exit status are what a user or a script reads."""
-    out = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "scripts" / "demo.py"), "-o", "json", "--cni-mode", "thin"],
-        capture_output=True,
-        text=True,
-        timeout=DEMO_TIMEOUT,
-        check=False,
-    )
-    assert out.returncode == 0, out.stdout + out.stderr[-6000:]
-    report = json.loads(out.stdout)
+    report = run_demo("--cni-mode", "thin")
     checks = [*report["checks"], *report["after_teardown"], *report["after_stop"]]
-    assert report["ok"] and report["cni_mode"] == "thin", out.stdout
+    assert report["ok"] and report["cni_mode"] == "thin", json.dumps(report)[:4000]
     assert [c["name"] for c in checks if c["status"] == SKIP] == [CNI_MODE_CHECK]
     assert [c for c in checks if c["status"] not in (PASS, SKIP)] == []
     # the demo checked what its stopped stack left, and found nothing
-    assert [c["name"] for c in report["after_stop"]] == [STACK_DOWN_CHECK], out.stdout
+    assert [c["name"] for c in report["after_stop"]] == [STACK_DOWN_CHECK], json.dumps(report)[:4000]
     assert {r["interface"] for r in report["rows"]} == {"dra0", "dra1"}
     # the second scenario, spec 14.3 through sriov-operator, on the same stack
     rails = report["operator_rails"]

@@ -11,49 +11,31 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from testbed.deployment import DRIVER_NAMESPACE
-from testbed.installation import CHART_DIR, HELM_CHART, RELEASE, InstallError, install_unavailable
+from testbed.installation import CHART_DIR, HELM_CHART, RELEASE, InstallError
 from testbed.installed import InstalledDriver
 from testbed.results import PASS, render_checks
 from testbed.scenario import run_pairs, running_pairs
 from testbed.stack import Stack
 from testbed.waiting import wait_for
+from tests.support.demo import run_demo
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEMO_TIMEOUT = 900  # the images are cached by their inputs; a cold build is minutes of it
-
-
-@pytest.fixture(scope="session")
-def installable(tool_dirs, real_kubelet) -> None:
-    reason = install_unavailable(tool_dirs, real_kubelet=True, thick=True)
-    if reason:
-        pytest.skip(f"the product cannot run as DaemonSets here: {reason}")
 
 
 def test_make_demo_runs_the_installed_product(installable) -> None:
     """`make demo` as a newcomer runs it: both scenarios (14.2 and 14.3) through the DaemonSets
     from deploy/base/, every check PASS, nothing left after the stack stopped."""
-    out = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "scripts" / "demo.py"), "-o", "json"],
-        capture_output=True,
-        text=True,
-        timeout=DEMO_TIMEOUT,
-        check=False,
-    )
-    assert out.returncode == 0, out.stdout + out.stderr[-6000:]
-    report = json.loads(out.stdout)
+    report = run_demo()
     rails = report["operator_rails"]
     for scenario in (report, rails):
         checks = [*scenario["checks"], *scenario["after_teardown"], *scenario.get("after_stop", [])]
-        assert scenario["install"] == "daemonsets" and scenario["cni_mode"] == "thick", out.stdout
+        assert scenario["install"] == "daemonsets" and scenario["cni_mode"] == "thick", json.dumps(report)[
+            :4000
+        ]
         assert [c for c in checks if c["status"] != PASS] == [], json.dumps(checks, indent=2)
     assert {r["interface"] for r in report["rows"]} == {"dra0", "dra1"}
 

@@ -21,10 +21,10 @@ import pytest
 from testbed.fake_kubelet import FakeKubelet, KubeletDirs, wait_for_socket
 
 
-def health_check(port: int, service: str = "", timeout: float = 10.0) -> int:
+def health_check(port: int, service: str = "", timeout: float = 10.0, host: str = "localhost") -> int:
     from sriov_dra.kubeletplugin.gen import health_v1_pb2 as pb  # noqa: PLC0415 - after make gen
 
-    with grpc.insecure_channel(f"localhost:{port}") as ch:
+    with grpc.insecure_channel(f"{host}:{port}") as ch:
         call = ch.unary_unary(
             "/grpc.health.v1.Health/Check",
             request_serializer=pb.HealthCheckRequest.SerializeToString,

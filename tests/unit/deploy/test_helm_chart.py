@@ -118,7 +118,7 @@ def test_health_ports_move_the_probes_and_zero_turns_them_off(helm) -> None:
     assert env_of(driver)["HEALTHCHECK_PORT"] == "6000"
     assert {driver[p]["grpc"]["port"] for p in probes} == {6000}
     (daemon,) = pod_spec(moved, "cni-shim")["containers"]
-    assert daemon["args"][-2:] == ["--health-address", ":6001"]
+    assert daemon["args"][-2:] == ["--health-address", "$(POD_IP):6001"]
     assert {daemon[p]["httpGet"]["port"] for p in probes} == {6001}
     off = render_chart(helm, "driver.healthcheckPort=0", "cni.healthPort=0")
     (driver,) = pod_spec(off, "sriov-dra-driver")["containers"]

@@ -57,9 +57,9 @@ def health(daemon: Daemon) -> Iterator[HealthServer]:
     h.stop()
 
 
-def probe(port: int, path: str) -> tuple[int, str]:
+def probe(port: int, path: str, host: str = "127.0.0.1") -> tuple[int, str]:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+        with urllib.request.urlopen(f"http://{host}:{port}{path}", timeout=5) as resp:
             return int(resp.status), resp.read().decode()
     except urllib.error.HTTPError as exc:
         return int(exc.code), exc.read().decode()
@@ -98,3 +98,12 @@ def test_probes_answer_while_cni_requests_run(daemon, health) -> None:
         assert not any(p.done() for p in pending)
         daemon.release.set()
         assert [p.result(30)[0] for p in pending] == [200] * running
+
+
+def test_an_ipv6_node_address_is_served(daemon) -> None:
+    """$(POD_IP) of a host-network Pod on an IPv6 cluster is an IPv6 address."""
+    h = HealthServer("::1:0", daemon.socket_path, timeout=2.0)
+    try:
+        assert probe(h.port, "/healthz", host="[::1]") == (200, "ok\n")
+    finally:
+        h.stop()

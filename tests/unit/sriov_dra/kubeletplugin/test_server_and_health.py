@@ -123,3 +123,20 @@ def test_health_check_probes_both_sockets(kubelet_dirs) -> None:
     finally:
         health.stop()
         p.stop(0)
+
+
+def test_health_check_listens_on_its_host_only(kubelet_dirs) -> None:
+    """HEALTHCHECK_HOST: the node's address, where kubelet probes a host-network Pod; another
+    address of the node (127.0.0.2 is loopback too) gets no answer, so two nodes sharing one
+    network namespace, as on the test bed, can each probe their own driver on the same port."""
+    paths = SocketPaths(kubelet_dirs.registry, kubelet_dirs.plugins)
+    p = KubeletPlugin(paths, RecordingService())
+    health = HealthServer(paths, 0, host="127.0.0.1")
+    try:
+        assert health_check(health.port, host="127.0.0.1") == health_v1_pb2.HealthCheckResponse.SERVING
+        with pytest.raises(grpc.RpcError) as err:
+            health_check(health.port, host="127.0.0.2", timeout=2.0)
+        assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+    finally:
+        health.stop()
+        p.stop(0)
