@@ -31,6 +31,7 @@ from testbed.installation import (
     Installation,
     ProductImage,
 )
+from testbed.netlinks import ipv4_addresses
 from testbed.observation import Observed, observe
 from testbed.results import PASS, Check, check, render_checks
 from testbed.scenario import stop_pod
@@ -160,8 +161,9 @@ class RollingUpgrade:
             name = pod["metadata"]["name"]
             after = observe(self.stack, self.stack.cluster.wait_running(pod["metadata"]["namespace"], name))
             problems = interface_problems(node, after)
-            addresses = {n: link.get("addr_info") for n, link in after.links.items()}
-            was = {n: link.get("addr_info") for n, link in before.links.items()}
+            # IPv4 and MAC: an IPv6 link-local address loses its "tentative" flag meanwhile.
+            addresses = {n: (ipv4_addresses(link), link.get("address")) for n, link in after.links.items()}
+            was = {n: (ipv4_addresses(link), link.get("address")) for n, link in before.links.items()}
             checks = [
                 check(f"{name} kept its interfaces {when}", not problems, "; ".join(problems)),
                 check(f"{name} kept its addresses {when}", addresses == was, f"{was} -> {addresses}"),
