@@ -6,7 +6,7 @@ the node CNI (cni-shim, thick with cni-shim-daemon unless --cni-mode thin), the 
 containerd and runc, and the product: by default our images and deploy/base/, the kubelet running
 the driver (auto-attach on) and the CNI DaemonSets (testbed/installation.py); with --install
 processes, or where that cannot run (it says why in one line), sriov-dra-driver and
-cni-shim-daemon as host processes. The driver registers through the kubelet's plugin registry;
+cni-shim-daemon as host processes; with --install helm, from the chart as a Helm release. The driver registers through the kubelet's plugin registry;
 applies the spec's manifests; prints one row per interface and the spec 14.4 checks;
 deletes the Pod and checks the cleanup. Then, on the same stack, the 14.3 scenario
 (testbed/operator_rails.py): only the spec's SriovNetwork and SriovNetworkNodePolicy objects are
@@ -32,7 +32,7 @@ import click  # noqa: E402 - after the sys.path entry for the repo
 from sriov_contract.errors import ReasonedError  # noqa: E402
 from testbed import controlplane, operator_rails, realnode  # noqa: E402
 from testbed.checks import stack_down_check  # noqa: E402
-from testbed.installation import DAEMONSETS, PROCESSES, install_unavailable  # noqa: E402
+from testbed.installation import DAEMONSETS, HELM_CHART, PROCESSES, install_unavailable  # noqa: E402
 from testbed.kubelets import REAL, SIM  # noqa: E402
 from testbed.results import Result, render_checks, render_table  # noqa: E402
 from testbed.scenario import run_pairs  # noqa: E402
@@ -62,11 +62,12 @@ def say(line: str = "") -> None:
 )
 @click.option(
     "--install",
-    type=click.Choice([DAEMONSETS, PROCESSES]),
+    type=click.Choice([DAEMONSETS, HELM_CHART, PROCESSES]),
     default=DAEMONSETS,
     show_default=True,
-    help="daemonsets: the product's images and deploy/base/ run by the real kubelet; processes: the "
-    "driver and the CNI daemon as host processes (the fast inner loop)",
+    help="daemonsets: the product's images and deploy/base/ run by the real kubelet; helm: the same "
+    "images from the chart as a Helm release; processes: the driver and the CNI daemon as host "
+    "processes (the fast inner loop)",
 )
 def main(output: str, cni_mode: str, kubelet: str, install: str) -> None:
     """Run the spec 14.2 example end to end and print what happened."""
@@ -76,13 +77,17 @@ def main(output: str, cni_mode: str, kubelet: str, install: str) -> None:
         kubelet = SIM if reason else REAL
         if reason:
             say(f"demo: the real kubelet cannot run here ({reason}); using the simulated kubelet")
-    if install == DAEMONSETS:
+    if install != PROCESSES:
         reason = install_unavailable(tools, real_kubelet=kubelet == REAL, thick=cni_mode == "thick")
         if reason:
             install = PROCESSES
             say(f"demo: running the driver and the CNI daemon as host processes: {reason}")
     which = "the real kubelet v1.36.3" if kubelet == REAL else "the simulated kubelet"
-    how = "as DaemonSets from deploy/base/" if install == DAEMONSETS else "as host processes"
+    how = {
+        DAEMONSETS: "as DaemonSets from deploy/base/",
+        HELM_CHART: "as DaemonSets from the Helm chart",
+        PROCESSES: "as host processes",
+    }[install]
     say(f"== auto-sriov demo: two GPU/NIC pairs on one node, {which}, the product {how} (spec 14.2) ==")
     say("Starting etcd, kube-apiserver, kube-controller-manager and kube-scheduler on loopback...")
     started = time.monotonic()

@@ -527,6 +527,16 @@ class RealNode:
         shutil.rmtree(self.root_dir, ignore_errors=True)
         return notes
 
+    def remove_stopped_sandboxes(self) -> None:
+        """Remove the sandboxes that only wait for the kubelet's garbage collection. Their CNI
+        DEL already ran, but containerd runs it again on removal: to be done while the node's
+        CNI still serves (an installed product is uninstalled before its node stops, and each
+        DEL through a shim with no daemon behind it would wait out the shim's time budget)."""
+        with contextlib.suppress(RealNodeError, subprocess.SubprocessError, json.JSONDecodeError):
+            for sandbox in self.sandboxes():
+                if sandbox.get("state") != "SANDBOX_READY":
+                    self.crictl("rmp", "-f", sandbox["id"], check=False)
+
     def _remove_sandboxes(self) -> list[str]:
         """Sandboxes the kubelet left (a force-deleted Pod, a stop mid-test): CRI stop runs CNI DEL
         for each, then remove deletes it and its netns."""

@@ -294,6 +294,9 @@ class Stack:
 
     def _uninstall(self) -> None:
         if self.installation is not None and self.primary is None:
+            for node in self.nodes:
+                if isinstance(node.kubelet, RealKubelet):
+                    node.kubelet.remove_stopped_sandboxes()
             self.installation.uninstall()
 
     def _start_peer(self) -> None:

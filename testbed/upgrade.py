@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import functools
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,6 +58,9 @@ class UpgradeReport:
     churn: Report
     phases: list[Phase] = field(default_factory=list)
     residents: list[Check] = field(default_factory=list)
+    # Warning Events of the churn's Pods by reason: a retried sandbox or prepare is not a failed
+    # start, but it is what a rollout costs a Pod's start, so it is reported.
+    warnings: Counter[str] = field(default_factory=Counter)
 
     @property
     def ok(self) -> bool:
@@ -73,7 +77,8 @@ class UpgradeReport:
                 f"(churn Pods {p.pods_before} -> {p.pods_after} meanwhile)"
                 for p in self.phases
             ),
-            f"Pod starts: {len(self.churn.outcomes)} attempted, {self.failed_starts} failed",
+            f"Pod starts: {len(self.churn.outcomes)} attempted, {self.failed_starts} failed; warning "
+            f"Events: {dict(self.warnings) or 'none'}",
             "residents:",
             render_checks(self.residents),
             self.churn.summary(),
@@ -103,6 +108,11 @@ class RollingUpgrade:
             for image in self.upcoming:
                 node.node_runtime.import_image(image.archive)
         self.soak.run(self._disrupt)
+        names = {o.name for o in self.report.churn.outcomes}
+        events = self.stack.cluster.core.list_namespaced_event(self.soak.workload.namespace).items
+        self.report.warnings = Counter(
+            str(e.reason) for e in events if e.type == "Warning" and e.involved_object.name in names
+        )
         return self.report
 
     def _disrupt(self) -> None:

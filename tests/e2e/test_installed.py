@@ -15,7 +15,7 @@ import signal
 import pytest
 
 from testbed.deployment import DRIVER_NAMESPACE
-from testbed.installation import CHART_DIR, HELM_CHART, RELEASE, InstallError
+from testbed.installation import CHART_DIR, DAEMONSETS, HELM_CHART, RELEASE, InstallError
 from testbed.installed import InstalledDriver
 from testbed.results import PASS, render_checks
 from testbed.scenario import run_pairs, running_pairs
@@ -26,16 +26,16 @@ from tests.support.demo import run_demo
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
 
 
-def test_make_demo_runs_the_installed_product(installable) -> None:
-    """`make demo` as a newcomer runs it: both scenarios (14.2 and 14.3) through the DaemonSets
-    from deploy/base/, every check PASS, nothing left after the stack stopped."""
-    report = run_demo()
+@pytest.mark.parametrize("install", [DAEMONSETS, HELM_CHART])
+def test_make_demo_runs_the_installed_product(installable, install: str) -> None:
+    """`make demo` as a newcomer runs it (and with --install helm): both scenarios (14.2 and 14.3)
+    through the DaemonSets from deploy/base/ (from the chart), every check PASS, nothing left after
+    the stack stopped."""
+    report = run_demo() if install == DAEMONSETS else run_demo("--install", install)
     rails = report["operator_rails"]
     for scenario in (report, rails):
         checks = [*scenario["checks"], *scenario["after_teardown"], *scenario.get("after_stop", [])]
-        assert scenario["install"] == "daemonsets" and scenario["cni_mode"] == "thick", json.dumps(report)[
-            :4000
-        ]
+        assert scenario["install"] == install and scenario["cni_mode"] == "thick", json.dumps(report)[:4000]
         assert [c for c in checks if c["status"] != PASS] == [], json.dumps(checks, indent=2)
     assert {r["interface"] for r in report["rows"]} == {"dra0", "dra1"}
 
