@@ -60,11 +60,6 @@ class Kubelet(Protocol):
 
     def start(self) -> None: ...
 
-    def remove_stopped_sandboxes(self) -> None:
-        """See ``RealNode.remove_stopped_sandboxes``; nothing before the node started."""
-        if self._node is not None:
-            self._node.remove_stopped_sandboxes()
-
     def runnable(self, pod: Mapping[str, Any]) -> dict[str, Any]:
         """The Pod as this node can run it."""
         ...
@@ -154,6 +149,11 @@ class RealKubelet:
             address=self.address,
         )
         self._node.start()
+
+    def remove_stopped_sandboxes(self) -> None:
+        """See ``RealNode.remove_stopped_sandboxes``; nothing before the node started."""
+        if self._node is not None:
+            self._node.remove_stopped_sandboxes()
 
     def runnable(self, pod: Mapping[str, Any]) -> dict[str, Any]:
         """Nothing can be pulled here: each container runs the locally built workload image (its
