@@ -48,7 +48,10 @@ def _path_option(flag: str, field: str, envvar: str, default: str) -> Callable[[
 @click.option("--multus-auto-attach/--no-multus-auto-attach", envvar="MULTUS_AUTO_ATTACH", default=False)
 @click.option("--healthcheck-port", envvar="HEALTHCHECK_PORT", default=-1, type=int)
 @click.option(
-    "--healthcheck-host", envvar="HEALTHCHECK_HOST", default="", help="the probes' address; every one when unset"
+    "--healthcheck-host",
+    envvar="HEALTHCHECK_HOST",
+    default="",
+    help="the probes' address; every one when unset",
 )
 @click.option("--kubeconfig", envvar="KUBECONFIG", default=None, help="in-cluster config when unset")
 @click.option("--repair-interval", envvar="REPAIR_INTERVAL", default=30.0, type=float, help="seconds")
