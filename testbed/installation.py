@@ -38,7 +38,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from sriov_contract.errors import ReasonedError
-from testbed.deployment import BASE_DIR, CNI_NAMESPACE, DEPLOY_DIR, DRIVER_NAMESPACE, REPO_ROOT
+from testbed.deployment import BASE_DIR, CNI_NAMESPACE, DEPLOY_DIR, DRIVER_NAMESPACE, OPERATOR_DIR, REPO_ROOT
 from testbed.realnode import KUBELET_ROOT
 from testbed.tools import ToolSet
 from testbed.waiting import WaitTimeout, wait_for
@@ -50,6 +50,8 @@ BED_SYSFS = BED_ROOT / "sys"
 DRIVER_DAEMONSET = "sriov-dra-driver"
 CNI_DAEMONSET = "cni-shim"
 DAEMON_CONFIG = "cni-shim-daemon-config"
+OPERATOR_DEPLOYMENT = "sriov-network-operator"
+NODE_STATE_DAEMONSET = "sriov-node-state"
 READY_TIMEOUT = 180.0
 FIELD_MANAGER = "auto-sriov-bed"
 COMMENT = "auto-sriov bed: kubernetes Service"  # marks the bed's iptables rules
@@ -158,9 +160,15 @@ def site_patches(docs: Iterable[Mapping[str, Any]], *, auto_attach: bool = True)
             _set_env(
                 pod["containers"][0], {"MULTUS_AUTO_ATTACH": str(auto_attach).lower(), "METRICS_PORT": "0"}
             )
-            for volume in pod["volumes"]:
-                if volume["name"] == "sysfs":
-                    volume["hostPath"]["path"] = str(BED_SYSFS)
+            _bed_sysfs(pod)
+        elif kind == "DaemonSet" and name == NODE_STATE_DAEMONSET:
+            _bed_sysfs(obj["spec"]["template"]["spec"])
+        elif kind == "Deployment" and name == OPERATOR_DEPLOYMENT:
+            # The bed's API server listens on loopback, which no cluster-network Pod can reach; on
+            # the host network the kubernetes Service's rule (ServiceProxy) takes it there.
+            pod = obj["spec"]["template"]["spec"]
+            pod["hostNetwork"] = True
+            pod["dnsPolicy"] = "ClusterFirstWithHostNet"
         elif kind == "ConfigMap" and name == DAEMON_CONFIG:
             config = json.loads(obj["data"]["daemon-config.json"])
             config["metricsPort"] = 0
@@ -168,6 +176,17 @@ def site_patches(docs: Iterable[Mapping[str, Any]], *, auto_attach: bool = True)
             obj["data"]["daemon-config.json"] = json.dumps(config, indent=2)
         out.append(obj)
     return out
+
+
+def _bed_sysfs(pod: dict[str, Any]) -> None:
+    for volume in pod["volumes"]:
+        if volume["name"] == "sysfs":
+            volume["hostPath"]["path"] = str(BED_SYSFS)
+
+
+def _key(doc: Mapping[str, Any]) -> tuple[str, str, str]:
+    meta = doc.get("metadata") or {}
+    return str(doc.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name"))
 
 
 def _set_env(container: dict[str, Any], values: Mapping[str, str]) -> None:
@@ -404,8 +423,7 @@ class Installation:
                     # failed while a managed Pod ran): the teardown's own checks say what was left.
                     self.helm("uninstall", RELEASE, "--ignore-not-found", "--no-hooks", "--wait")
             elif self.docs:
-                stream = yaml.safe_dump_all(self.removable(), sort_keys=False)
-                self.run_kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-", stdin=stream)
+                self.delete(self.removable())
             if self.docs:
                 # The namespaces it created (not the ones a Helm release was installed into).
                 for namespace in [d["metadata"]["name"] for d in self.docs if d["kind"] == "Namespace"]:
@@ -419,6 +437,21 @@ class Installation:
         finally:
             if self.proxy is not None:
                 self.proxy.stop()
+
+    def delete(self, docs: Iterable[Mapping[str, Any]]) -> None:
+        stream = yaml.safe_dump_all(list(docs), sort_keys=False)
+        self.run_kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-", stdin=stream)
+
+    def operator_docs(self) -> list[dict[str, Any]]:
+        """What deploy/operator/ adds to the base installation: its namespace and RBAC, the
+        operator's Deployment and the node-state DaemonSet, with the bed's site settings. Not its
+        CRDs (the bed carries them from its start), nor its patch of the driver's policy namespace
+        (the scenario switches that, and back)."""
+        base = {_key(d) for d in self.docs}
+        rendered = yaml.safe_load_all(self.run_kubectl("kustomize", str(OPERATOR_DIR)))
+        return site_patches(
+            d for d in rendered if d and d["kind"] != "CustomResourceDefinition" and _key(d) not in base
+        )
 
     def removable(self) -> list[dict[str, Any]]:
         """The installation less its CRDs: the bed's control plane carries those from its start,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import json
 import os
 import subprocess
@@ -34,6 +35,7 @@ from testbed.checks import check_sources_unchanged, teardown_checks
 from testbed.cluster import NAD_API
 from testbed.deployment import NODE_STATE_SA, OPERATOR_DIR, OPERATOR_NAMESPACE, OPERATOR_SA
 from testbed.driver import DRIVER
+from testbed.installation import DAEMONSETS
 from testbed.operator import GROUP, VERSION, node_state_probe, operator_probe, token_kubeconfig
 from testbed.operator_checks import (
     GENERATED_BY,
@@ -53,6 +55,7 @@ from testbed.workloads import WORKLOAD_NS, Workload, find, load_examples, pf_ren
 
 EXAMPLE = "operator-two-rails.yaml"
 WITHDRAWN_POLICY = "rail-b-policy"
+OPERATOR_COMPONENT = "sriov-operator"  # the Deployment's Pod label and its container's name
 NOOP_PASSES = ("node-policy pass done: 0 write(s)", "network pass done: 0 write(s)")
 DEVICE_CLASS_API = ("resource.k8s.io", "v1", "deviceclasses")
 PLURALS = {
@@ -112,7 +115,29 @@ class Operator:
         return self
 
     def _up(self) -> None:
-        say = self.stack.say
+        self._grant()
+        self.stack.cluster.apply(
+            [
+                {
+                    "apiVersion": f"{GROUP}/{VERSION}",
+                    "kind": "SriovOperatorConfig",
+                    "metadata": {"name": "default", "namespace": OPERATOR_NAMESPACE},
+                    "spec": {"featureGates": {"dynamicResourceAllocation": True}},
+                }
+            ]
+        )
+        self.stack.say(
+            f"Restarting sriov-dra-driver with its policies in {OPERATOR_NAMESPACE} (the operator overlay)..."
+        )
+        self.stack.driver.restart({"NAMESPACE": OPERATOR_NAMESPACE})
+        self.stack.say(
+            "Reporting the node's SR-IOV inventory (sriov-operator node-state, from the fake sysfs)..."
+        )
+        self._report_node_state()
+        self.start()
+
+    def _grant(self) -> None:
+        """The operator namespace, the driver's policy RBAC there, and a token of each identity."""
         self.bed.create_namespace(OPERATOR_NAMESPACE, exist_ok=True)
         self.bed.apply(yaml.safe_load_all((OPERATOR_DIR / "driver-policy-rbac.yaml").read_text()))
         ns = OPERATOR_NAMESPACE
@@ -124,7 +149,7 @@ class Operator:
             operator_probe(ns),
             self.stack.run / "operator-kubeconfig.json",
         )
-        reporter = token_kubeconfig(
+        self.reporter = token_kubeconfig(
             self.bed,
             ns,
             NODE_STATE_SA,
@@ -132,28 +157,15 @@ class Operator:
             node_state_probe(ns),
             self.stack.run / "node-state-kubeconfig.json",
         )
-        self.stack.cluster.apply(
-            [
-                {
-                    "apiVersion": f"{GROUP}/{VERSION}",
-                    "kind": "SriovOperatorConfig",
-                    "metadata": {"name": "default", "namespace": OPERATOR_NAMESPACE},
-                    "spec": {"featureGates": {"dynamicResourceAllocation": True}},
-                }
-            ]
-        )
-        say(
-            f"Restarting sriov-dra-driver with its policies in {OPERATOR_NAMESPACE} (the operator overlay)..."
-        )
-        self.stack.driver.restart({"NAMESPACE": OPERATOR_NAMESPACE})
-        say("Reporting the node's SR-IOV inventory (sriov-operator node-state, from the fake sysfs)...")
+
+    def _report_node_state(self) -> None:
         out = subprocess.run(
             [
                 str(BIN / "sriov-operator"),
                 "--namespace",
                 OPERATOR_NAMESPACE,
                 "--kubeconfig",
-                str(reporter),
+                str(self.reporter),
                 "node-state",
                 "--once",
                 "--node-name",
@@ -170,7 +182,6 @@ class Operator:
             raise ReasonedError(
                 "NodeStateNotReported", f"sriov-operator node-state failed: {out.stderr[-2000:]}"
             )
-        self.start()
 
     def start(self) -> None:
         self.stack.say("Starting sriov-operator (network and node-policy controllers, shipped RBAC)...")
@@ -220,9 +231,12 @@ class Operator:
                     self.stack.cluster.objects.delete_namespaced_custom_object(
                         GROUP, VERSION, OPERATOR_NAMESPACE, PLURALS[doc["kind"]], doc["metadata"]["name"]
                     )
-            if self.process is not None and self.process.alive():
+            if self.running():
                 with contextlib.suppress(WaitTimeout):
                     wait_for(lambda: not self._generated_left(), 30, what="generated objects removed")
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.alive()
 
     def _stop(self) -> None:
         if self.process is not None:
@@ -274,6 +288,94 @@ class Operator:
                 )
 
 
+class InstalledOperator(Operator):
+    """sriov-operator as its Deployment and the reporter as its DaemonSet, from deploy/operator/
+    applied by kubectl beside the installed base (``Installation.operator_docs``; on the bed the
+    operator's Pod uses the host network, see ``site_patches``). The namespace stays, as the
+    host-process variant leaves it."""
+
+    def __init__(self, stack: Stack) -> None:
+        super().__init__(stack)
+        assert stack.installation is not None, "an installed stack"
+        self.installation = stack.installation
+        self.docs: list[dict[str, Any]] = []
+
+    def _grant(self) -> None:
+        self.docs = self.installation.operator_docs()
+        self.stack.say(
+            f"Applying deploy/operator/'s operator Deployment, node-state DaemonSet and RBAC ({len(self.docs)} objects)..."
+        )
+        self.installation.apply(self.docs)
+
+    def _report_node_state(self) -> None:
+        for node in self.stack.nodes:
+            wait_for(
+                functools.partial(self._reported, node.node_name),
+                READY_TIMEOUT,
+                what=f"the sriov-node-state DaemonSet to report {node.node_name}",
+                interval=0.5,
+            )
+
+    def _reported(self, node: str) -> bool:
+        try:
+            state = self.stack.cluster.get_object(
+                GROUP, VERSION, PLURALS["SriovNetworkNodeState"], node, namespace=OPERATOR_NAMESPACE
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return bool((state.get("status") or {}).get("interfaces"))
+
+    def start(self) -> None:
+        self.stack.say("Waiting for the sriov-operator Deployment's Pod (kubelet)...")
+        self._wait_serving(None, ("node-policy pass done", "network pass done"))
+
+    def resync(self) -> None:
+        """A forced full resync: the Deployment replaces a deleted Pod, whose first passes are
+        full ones (and write nothing)."""
+        pod = self._pod()
+        assert pod is not None
+        self.stack.cluster.core.delete_namespaced_pod(pod["metadata"]["name"], OPERATOR_NAMESPACE)
+        self._wait_serving(pod["metadata"]["uid"], NOOP_PASSES)
+
+    def _wait_serving(self, replaced: str | None, passes: Sequence[str]) -> None:
+        def serving() -> bool:
+            pod = self._pod()
+            if pod is None or pod["metadata"]["uid"] == replaced:
+                return False
+            log = self._log(pod)
+            return all(p in log for p in passes)
+
+        wait_for(serving, READY_TIMEOUT, what=f"a sriov-operator Pod to log {list(passes)}", interval=0.5)
+
+    def _pod(self) -> dict[str, Any] | None:
+        listed = self.stack.cluster.core.list_namespaced_pod(
+            OPERATOR_NAMESPACE, label_selector=f"app.kubernetes.io/component={OPERATOR_COMPONENT}"
+        )
+        pods = [
+            p
+            for p in self.stack.cluster.api.sanitize_for_serialization(listed)["items"]
+            if not p["metadata"].get("deletionTimestamp")
+            and (p.get("status") or {}).get("phase") == "Running"
+        ]
+        return pods[0] if pods else None
+
+    def _log(self, pod: Mapping[str, Any]) -> str:
+        node = self.stack.on(pod["spec"]["nodeName"]).node_runtime
+        return node.container_log(pod["metadata"]["uid"], OPERATOR_COMPONENT)
+
+    def output(self) -> str:
+        pod = self._pod()
+        return self._log(pod) if pod is not None else "no sriov-operator Pod is running"
+
+    def running(self) -> bool:
+        return self._pod() is not None
+
+    def _stop(self) -> None:
+        self.installation.delete(d for d in self.docs if d["kind"] != "Namespace")
+
+
 def _exists(get: Any) -> bool:
     try:
         get()
@@ -296,7 +398,8 @@ def run_operator_rails(stack: Stack) -> Result:
         timings={},
     )
     started = time.monotonic()
-    with Operator(stack) as operator:
+    # The operator overlay as kubectl applies it; the chart's operator toggle is not exercised here.
+    with (InstalledOperator if stack.install == DAEMONSETS else Operator)(stack) as operator:
         try:
             _run(stack, operator, result)
         except ReasonedError as exc:
