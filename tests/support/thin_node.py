@@ -1,7 +1,8 @@
 """A node's CNI as cnitool sees it: a net.d holding the thin shim (live API, as the bed's "cni"
 identity) over the fake two-rail node, with the real sriov test plugin and host-local.
 
-Helpers only (no fixtures): :class:`ThinNode`.
+Fixtures: ``thin_kubeconfig`` (session: the bed's thin-shim identity with its rules) and
+``thin_node`` (a :class:`ThinNode` for one test).
 """
 
 from __future__ import annotations
@@ -10,9 +11,26 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from testbed.cni_daemon import CNI_RULES, CNI_USER
 from testbed.nodecni import ptp_host_local
 from tests.support.cni import CniRun, run_cnitool
-from tests.support.cni_daemon import pod_args
+from tests.support.cni_daemon import pod_args, shim_bin_dir
+
+
+@pytest.fixture(scope="session")
+def thin_kubeconfig(testbed: Any) -> Path:
+    testbed.grant(CNI_USER, CNI_RULES)
+    return Path(testbed.kubeconfig_for("cni"))
+
+
+@pytest.fixture
+def thin_node(
+    tmp_path: Path, cni_bin_dir: Path, cnitool: Path, fake_node: Any, thin_kubeconfig: Path
+) -> ThinNode:
+    bin_dir = shim_bin_dir(tmp_path / "bin", cni_bin_dir, "cni-shim", recorder_as_sriov=False)
+    return ThinNode(tmp_path, bin_dir, cnitool, fake_node, thin_kubeconfig)
 
 
 class ThinNode:

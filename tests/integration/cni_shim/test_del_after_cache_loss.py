@@ -23,12 +23,10 @@ from kubernetes.client.exceptions import ApiException
 from sriov_contract import keys
 from testbed.apiobjects import as_object
 from testbed.cluster import NAD_API
-from testbed.cni_daemon import CNI_RULES, CNI_USER
 from testbed.cni_objects import bind_by_hand, create_nad, create_pod
 from testbed.managed_shadows import rendered_sriov_config
 from testbed.netlinks import host_link, ns_links
 from tests.support.cni import Whereabouts, assert_vf_home, host_local_allocations
-from tests.support.cni_daemon import shim_bin_dir
 from tests.support.thin_node import ThinNode
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
@@ -36,16 +34,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.netns]
 FORGED = "dra-sriov-" + "f" * 32
 
 
-@pytest.fixture(scope="module")
-def cni_kubeconfig(testbed: Any) -> Path:
-    testbed.grant(CNI_USER, CNI_RULES)
-    return Path(testbed.kubeconfig_for("cni"))
-
-
 @pytest.fixture
-def node(tmp_path, cni_bin_dir, cnitool, fake_node, cni_kubeconfig) -> ThinNode:
-    bin_dir = shim_bin_dir(tmp_path / "bin", cni_bin_dir, "cni-shim", recorder_as_sriov=False)
-    return ThinNode(tmp_path, bin_dir, cnitool, fake_node, cni_kubeconfig)
+def node(thin_node: ThinNode) -> ThinNode:
+    return thin_node
 
 
 def _whereabouts_allocations(testbed: Any, wb: Whereabouts, network: str, cidr: str) -> dict[str, Any]:

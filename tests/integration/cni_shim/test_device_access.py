@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 from sriov_contract import keys
-from testbed.cni_daemon import CNI_RULES, CNI_USER, shim_conf
+from testbed.cni_daemon import shim_conf
 from testbed.cni_objects import bind_by_hand, create_nad, create_pod
 from testbed.managed_shadows import rendered_sriov_config
 from testbed.netlinks import host_link, ns_links
 from testbed.nodecni import ptp_host_local
 from tests.support.cni import CniRun, assert_vf_home
-from tests.support.cni_daemon import pod_args, run_shim, shim_bin_dir
+from tests.support.cni_daemon import pod_args, run_shim
 from tests.support.thin_node import ThinNode
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
@@ -31,16 +31,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.netns]
 SECRET = "planted-s3cr3t-7f1c9e"
 
 
-@pytest.fixture(scope="module")
-def cni_kubeconfig(testbed: Any) -> Path:
-    testbed.grant(CNI_USER, CNI_RULES)
-    return Path(testbed.kubeconfig_for("cni"))
-
-
 @pytest.fixture
-def node(tmp_path, cni_bin_dir, cnitool, fake_node, cni_kubeconfig) -> ThinNode:
-    bin_dir = shim_bin_dir(tmp_path / "bin", cni_bin_dir, "cni-shim", recorder_as_sriov=False)
-    return ThinNode(tmp_path, bin_dir, cnitool, fake_node, cni_kubeconfig)
+def node(thin_node: ThinNode) -> ThinNode:
+    return thin_node
 
 
 def _static_nad(api: Any, ns: str, name: str, pci: str, tmp: Path) -> None:
