@@ -5,7 +5,8 @@ The driver's protection finalizer keeps a Pod's shadows until it unprepares the 
 kubelet does only after the sandbox's DEL, and each shadow carries the config the driver froze for
 its VF (deviceID, IPAM) and, in its binding, the interface. So a DEL with neither cache nor Pod can
 still run the sriov delegate the ADD ran: that plugin finds its own saved VF state by container ID
-and interface, returns the VF to the host and has IPAM release the address. Only shadows the
+and interface, returns the VF to the host and has IPAM release the address (the handler runs the
+cluster network before them, as ADD did). Only shadows the
 guard accepts as the managed shadows of the Pod the runtime names are used
 (cni_shim.core.guard.check_left_behind). Pure: the shadows come in as data.
 """

@@ -1,4 +1,5 @@
-"""DEL with neither delegate cache nor Pod: tear down what the Pod's managed shadows describe.
+"""DEL with neither delegate cache nor Pod: tear down what the Pod's managed shadows describe,
+and the config's own delegates (the cluster network) with them.
 
 Loaded only on that path, so no other DEL pays for its imports (cni_shim.core.shadowrebuild says
 why the shadows suffice). Nothing here fails the DEL: the sandbox must go whatever happens, so
@@ -10,6 +11,7 @@ from __future__ import annotations
 from cni_shim import reasons
 from cni_shim.core import shadowrebuild
 from cni_shim.errors import CniError
+from cni_shim.handler.candidates import base_candidates
 from cni_shim.handler.context import Context
 from cni_shim.handler.devicegate import runnable
 from cni_shim.handler.plan import plan
@@ -18,6 +20,7 @@ from cni_shim.handler.replay import delete_plan
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 
 if TYPE_CHECKING:
+    from cni_shim.core.delegates import Candidate
     from cni_shim.ports import KubeApi
 
 
@@ -39,10 +42,13 @@ def delete_from_shadows(ctx: Context, api: KubeApi) -> bool:
     names = ", ".join(s.name for s in found.usable)
     ctx.log.warning(
         f"{ctx.prefix()}no delegate cache and no Pod: tearing down managed shadows {names} "
-        "from the config the driver froze in them"
+        "from the config the driver froze in them, and the cluster network"
     )
     try:
-        candidates = [shadowrebuild.candidate(s, ctx.conf.conf_dir, ctx.svc.conf_files) for s in found.usable]
+        candidates = [
+            *_config_delegates(ctx, api),
+            *(shadowrebuild.candidate(s, ctx.conf.conf_dir, ctx.svc.conf_files) for s in found.usable),
+        ]
         rebuilt = plan(ctx, candidates, probe=False)
         # The device gate as for any DEL without a cache; the Pod is known by its CNI_ARGS only.
         stand_in = {"metadata": {"namespace": args.namespace, "name": args.name, "uid": args.uid}}
@@ -56,6 +62,16 @@ def delete_from_shadows(ctx: Context, api: KubeApi) -> bool:
     for d, failure in delete_plan(ctx, rebuilt):
         _incomplete(ctx, f"DEL of {d.name} failed", failure)
     return True
+
+
+def _config_delegates(ctx: Context, api: KubeApi) -> list[Candidate]:
+    """The config's own delegates (the cluster network), which ADD ran first for this Pod too: a
+    Pod with shadows was ours. Its defaultNetworks and ordinary NADs went with the Pod."""
+    try:
+        return base_candidates(ctx, api, None)
+    except CniError as exc:
+        _incomplete(ctx, "cannot resolve the cluster network, tearing down the shadows only", exc)
+        return []
 
 
 def _incomplete(ctx: Context, what: str, exc: CniError) -> None:

@@ -88,6 +88,7 @@ def test_a_del_storm_after_cache_loss_succeeds_and_leaks_no_address(
         took = time.monotonic() - started
         assert [d.returncode for d in dels] == [0] * SANDBOXES, next(d.stderr for d in dels if d.returncode)
         assert host_local_allocations(ipam_dir, "rail-a") == {}, "addresses leaked"
+        assert host_local_allocations(node.tmp / "ipam", "podnet") == {}, "cluster network leases leaked"
         for vf in vfs:
             assert_vf_home(vf)
         print(f"{SANDBOXES} DELs after cache loss, {PARALLEL} at a time: {took:.1f} s")

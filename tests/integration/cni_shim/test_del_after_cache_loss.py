@@ -96,6 +96,7 @@ def test_del_after_the_cache_and_the_pod_are_gone_returns_the_vf_and_frees_the_a
     assert add.returncode == 0, add.stdout + add.stderr
     assert "dra0" in ns_links(sandbox) and host_link(vf.netdev) is None
     assert len(reserved()) == 1
+    assert len(host_local_allocations(node.tmp / "ipam", "podnet")) == 1
 
     shutil.rmtree(node.cache)  # the delegate cache and every cached result
     client.CoreV1Api(api).delete_namespaced_pod("lost", ns, grace_period_seconds=0)
@@ -103,6 +104,7 @@ def test_del_after_the_cache_and_the_pod_are_gone_returns_the_vf_and_frees_the_a
         rm = node.run("del", sandbox, pod)
         assert rm.returncode == 0, rm.stdout + rm.stderr
         assert reserved() == [], "the shadow's address is still reserved after DEL"
+        assert host_local_allocations(node.tmp / "ipam", "podnet") == {}, "the cluster network's lease leaked"
         assert_vf_home(vf)
         assert "tearing down managed shadows" in node.log.read_text()
     finally:

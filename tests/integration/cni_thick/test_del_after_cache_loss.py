@@ -53,7 +53,7 @@ def test_the_daemon_tears_down_the_shadow_after_cache_loss(
     try:
         rm = run_shim(thick_bin, "DEL", conf, "lost1", args)
         assert rm.returncode == 0, rm.stdout + rm.stderr
-        assert _calls(log)[2:] == [("DEL", "rail-a", "dra0")]
+        assert _calls(log)[2:] == [("DEL", "rail-a", "dra0"), ("DEL", "podnet", "eth0")]
     finally:
         client.CustomObjectsApi(api).patch_namespaced_custom_object(
             *NAD_API[:2], ns, NAD_API[2], shadow["name"], {"metadata": {"finalizers": None}}

@@ -54,7 +54,12 @@ def test_the_shadows_frozen_configs_are_deleted_on_their_interfaces(shim):
     _attached(shim, one, two)
     out = _run(shim, "DEL")
     assert out.status == 0, out.stdout
-    assert shim.executor.commands() == [("sriov", "DEL", "dra1"), ("sriov", "DEL", "dra0")]
+    # The cluster network too, which ADD ran first: only a Pod of ours has shadows.
+    assert shim.executor.commands() == [
+        ("sriov", "DEL", "dra1"),
+        ("sriov", "DEL", "dra0"),
+        ("ptp", "DEL", "eth0"),
+    ]
     by_if = {c.ifname: c for c in shim.executor.calls}
     assert by_if["dra0"].stdin["deviceID"] == "0000:03:00.1"
     assert by_if["dra1"].stdin["deviceID"] == "0000:03:00.2"
@@ -78,7 +83,7 @@ def test_a_replaced_pod_of_the_same_name_does_not_hide_the_old_ones_shadows(shim
     shim.kube.add_pod(NS, "pod1", "44444444-2222-3333-4444-555555555555")  # a StatefulSet's next Pod
     out = _run(shim, "DEL")
     assert out.status == 0, out.stdout
-    assert shim.executor.commands() == [("sriov", "DEL", "dra0")]
+    assert shim.executor.commands() == [("sriov", "DEL", "dra0"), ("ptp", "DEL", "eth0")]
 
 
 def test_a_forged_shadow_is_never_run_and_named_in_the_log(shim):
@@ -96,7 +101,7 @@ def test_a_forged_shadow_is_never_run_and_named_in_the_log(shim):
     shim.kube.nads[(NS, forged["name"])] = forged["nad"]
     out = _run(shim, "DEL")
     assert out.status == 0, out.stdout
-    assert shim.executor.commands() == [("sriov", "DEL", "dra0")]
+    assert shim.executor.commands() == [("sriov", "DEL", "dra0"), ("ptp", "DEL", "eth0")]
     assert any(
         level == "warning"
         and f"not deleting managed shadow {NS}/{forged['name']}: ManagedShadowPodMismatch" in msg
@@ -128,7 +133,12 @@ def test_a_failed_delegate_del_is_logged_and_the_del_still_succeeds(shim):
     shim.executor.failures[("sriov", "DEL")] = CniError("DelegateFailed", "VF busy", 11)
     out = _run(shim, "DEL")
     assert out.status == 0, out.stdout
-    assert shim.executor.commands() == [("sriov", "DEL", "dra1"), ("sriov", "DEL", "dra0")]  # both tried
+    # every delegate is tried
+    assert shim.executor.commands() == [
+        ("sriov", "DEL", "dra1"),
+        ("sriov", "DEL", "dra0"),
+        ("ptp", "DEL", "eth0"),
+    ]
     assert len([m for m in _errors(shim) if "ShadowTeardownIncomplete" in m and "DelegateFailed" in m]) == 2
 
 
@@ -169,5 +179,32 @@ def test_the_device_gate_lets_the_bound_vf_through(shim, node):
     node.asked.clear()
     out = _run(shim, "DEL")
     assert out.status == 0, out.stdout
-    assert shim.executor.commands() == [("sriov", "DEL", "dra0")]
+    assert shim.executor.commands() == [("sriov", "DEL", "dra0"), ("ptp", "DEL", "eth0")]
     assert node.asked == [("pci", "0000:03:00.1")]
+
+
+def test_a_cluster_network_that_no_longer_resolves_leaves_the_shadows_to_tear_down(shim):
+    (shim.conf_dir / "10-main.conf").write_text(
+        json.dumps({"cniVersion": "1.0.0", "name": "main", "type": "ptp"})
+    )
+    conf = shim.conf(clusterNetwork="main")
+    shadow = managed_shadow(namespace=NS, pod_name="pod1")
+    shim.kube.add_pod(
+        NS,
+        "pod1",
+        POD_UID,
+        {
+            keys.NETWORKS_ANNOTATION: json.dumps([shadow["selection"]]),
+            keys.REGISTRY_ANNOTATION: registry_annotation(POD_UID, [shadow["entry"]]),
+        },
+    )
+    shim.kube.nads[(NS, shadow["name"])] = shadow["nad"]
+    assert shim.run("ADD", conf, args=ARGS).status == 0
+    (shim.cni_dir / "c1").unlink()
+    shim.kube.pods.clear()
+    shim.executor.calls.clear()
+    (shim.conf_dir / "10-main.conf").unlink()
+    out = shim.run("DEL", conf, args=ARGS)
+    assert out.status == 0, out.stdout
+    assert shim.executor.commands() == [("sriov", "DEL", "dra0")]
+    assert any("ShadowTeardownIncomplete: cannot resolve the cluster network" in m for m in _errors(shim))
