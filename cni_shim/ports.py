@@ -43,6 +43,10 @@ class KubeApi(Protocol):
 
     def get_nad(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
+    def list_nads(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        """The NADs of `namespace` that `label_selector` selects, read live."""
+        ...
+
     def replace_pod_status(self, pod: Mapping[str, Any]) -> None: ...
 
 

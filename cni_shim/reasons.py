@@ -46,6 +46,7 @@ DELEGATE_CACHE_UNREADABLE: "Final" = "DelegateCacheUnreadable"
 DELEGATE_CACHE_CORRUPT: "Final" = "DelegateCacheCorrupt"
 DELEGATE_CACHE_WRITE_FAILED: "Final" = "DelegateCacheWriteFailed"
 INVALID_CACHE_KEY: "Final" = "InvalidCacheKey"
+SHADOW_TEARDOWN_INCOMPLETE: "Final" = "ShadowTeardownIncomplete"
 # The Kubernetes API.
 KUBE_API_UNAVAILABLE: "Final" = "KubeApiUnavailable"
 KUBE_API_REFUSED: "Final" = "KubeApiRefused"
@@ -181,6 +182,13 @@ MEANINGS: "Final[dict[str, tuple[str, str]]]" = {
     UNKNOWN_CONTAINER: (
         "DEL or CHECK for a container that has no delegate cache: it was never added.",
         "Nothing for DEL; for CHECK, recreate the Pod.",
+    ),
+    SHADOW_TEARDOWN_INCOMPLETE: (
+        "A DEL with no delegate cache, for a Pod that is gone, could not tear down all that the Pod's "
+        "managed shadows describe (the reason beside it says why); the DEL succeeded anyway, so the "
+        "sandbox goes, and that attachment's address may still be reserved.",
+        "Fix what the reason beside it names; then release the container's IPAM reservation by hand "
+        "(host-local's file, the whereabouts IPPool entry) if it is still there.",
     ),
     DELEGATE_CACHE_UNREADABLE: (
         "The delegate cache file cannot be read.",

@@ -25,12 +25,17 @@ from testbed.processes import free_port
 REPO = Path(__file__).resolve().parents[1]
 DAEMON = REPO / ".venv" / "bin" / "cni-shim-daemon"
 SHIM = REPO / ".venv" / "bin" / "cni-shim"
-# The thin shim's identity: live reads of one Pod and its NADs, and the Pod status write.
+# The thin shim's identity: live reads of one Pod and its NADs (and, for a DEL that lost its cache,
+# a list of the Pod's shadows), and the Pod status write.
 CNI_USER = "cni-shim"
 CNI_RULES = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
     {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["update"]},
-    {"apiGroups": ["k8s.cni.cncf.io"], "resources": ["network-attachment-definitions"], "verbs": ["get"]},
+    {
+        "apiGroups": ["k8s.cni.cncf.io"],
+        "resources": ["network-attachment-definitions"],
+        "verbs": ["get", "list"],
+    },
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
 ]
 DAEMON_USER = "cni-shim-daemon"

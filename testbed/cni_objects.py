@@ -43,14 +43,17 @@ def bind_by_hand(
     config: str,
     manual: Sequence[dict[str, Any]] = (),
     pci: str = "0000:03:00.1",
+    seed: str = "a",
 ) -> tuple[dict[str, Any], client.V1Pod]:
     """The driver's work on `pod`, done by hand: a protected shadow NAD owned by the Pod carrying
     `config` (whose deviceID is `pci`), and the Pod's selections (the `manual` ones first) and
-    registry naming it.
+    registry naming it. `seed` makes the attachment (and so the shadow's name) one of its own.
 
     Returns the shadow (see `managed_shadow`, with its live UID) and the patched Pod."""
     ns, name, uid = pod["metadata"]["namespace"], pod["metadata"]["name"], pod["metadata"]["uid"]
-    shadow = managed_shadow(namespace=ns, pod_name=name, pod_uid=uid, node=node, config=config, pci=pci)
+    shadow = managed_shadow(
+        namespace=ns, pod_name=name, pod_uid=uid, node=node, config=config, pci=pci, seed=seed
+    )
     shadow["entry"]["uid"] = create_nad(api, ns, shadow["nad"])["metadata"]["uid"]
     annotations = {
         keys.NETWORKS_ANNOTATION: json.dumps([*manual, shadow["selection"]]),

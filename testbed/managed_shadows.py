@@ -68,6 +68,7 @@ def managed_shadow(
             "name": name,
             "namespace": namespace,
             "uid": shadow_uid,
+            "labels": keys.shadow_labels(pod_uid, CLAIM_UID, NODE_UID),
             "annotations": {keys.BINDING_ANNOTATION: json.dumps(binding, separators=(",", ":"))},
             "ownerReferences": [
                 {

@@ -1,4 +1,5 @@
-"""The managed-shadow guard (spec 10.3): metadata-only checks before any delegate runs, ADD only.
+"""The managed-shadow guard (spec 10.3): metadata-only checks before any delegate runs, on ADD and
+on a DEL that has no delegate cache to replay.
 
 Given the Pod already fetched, the selection, the shadow NAD and its exact spec.config bytes,
 decide whether this shadow really belongs to this Pod and VF. It reads nothing: no
@@ -16,7 +17,7 @@ from cni_shim.errors import INVALID_NETWORK_CONFIG, CniError
 from sriov_contract import keys
 from sriov_contract.binding import Binding, parse_binding
 from sriov_contract.errors import ContractError
-from sriov_contract.identity import config_sha256
+from sriov_contract.identity import config_sha256, shadow_name_for
 from sriov_contract.networks import NetworkSelection
 from sriov_contract.registry import Registry, parse_registry
 from sriov_lib import rawjson
@@ -181,10 +182,46 @@ def check_bound(nad: Mapping[str, Any], pod: Mapping[str, Any]) -> str:
     return binding.pci_address
 
 
+def check_left_behind(nad: Mapping[str, Any], namespace: str, pod_name: str, pod_uid: str) -> Binding:
+    """A DEL with neither its delegate cache nor its Pod: is this shadow, found by its labels, the
+    managed shadow of the Pod the runtime names (CNI_ARGS), still protected, with the driver's
+    bytes? Returns its binding or raises.
+
+    The runtime, not the API, names the Pod UID, so a shadow can only ever be torn down in its own
+    Pod's sandbox; only the driver may create an object labelled managed-by (the admission policy
+    `[forged-shadow]`), and everything else a forger would have to get right is checked here as ADD's
+    guard checks it against the live Pod: binding, labels, owner, name, finalizer, config bytes. A
+    shadow without the finalizer is left alone: the driver has released its VF already."""
+    meta = nad.get("metadata") or {}
+    what = f"{meta.get('namespace')}/{meta.get('name')}"
+    binding = _binding(meta, what)
+    labels = meta.get("labels") or {}
+    for uid in (binding.pod_uid, labels.get(keys.POD_UID_LABEL)):
+        if uid != pod_uid:
+            raise _reject(reasons.MANAGED_SHADOW_POD_MISMATCH, what, f"bound to Pod UID {uid}, not {pod_uid}")
+    if meta.get("namespace") != namespace:
+        raise _reject(
+            reasons.MANAGED_SHADOW_NAMESPACE_MISMATCH,
+            what,
+            f"a shadow must live in the Pod namespace {namespace}",
+        )
+    if meta.get("name") != shadow_name_for(binding.attachment_id):
+        raise _reject(
+            reasons.MANAGED_SHADOW_BINDING_INVALID,
+            what,
+            f"the name does not derive from attachment {binding.attachment_id}",
+        )
+    _check_protected_owner(meta, pod_uid, what, pod_name)
+    _check_config(spec_config(nad), binding, what)
+    return binding
+
+
 def _binding(meta: Mapping[str, Any], what: str) -> Binding:
-    annotations = meta.get("annotations") or {}
+    text = (meta.get("annotations") or {}).get(keys.BINDING_ANNOTATION)
+    if not isinstance(text, str):
+        raise _reject(reasons.MANAGED_SHADOW_BINDING_INVALID, what, f"{keys.BINDING_ANNOTATION} is missing")
     try:
-        return parse_binding(str(annotations[keys.BINDING_ANNOTATION]))
+        return parse_binding(text)
     except ContractError as exc:
         raise _reject(
             reasons.MANAGED_SHADOW_BINDING_INVALID, what, f"{keys.BINDING_ANNOTATION} is unusable ({exc})"
@@ -218,20 +255,7 @@ def _check_bound_pod(meta: Mapping[str, Any], pod: Mapping[str, Any], binding: B
 def _check_owner(meta: Mapping[str, Any], pod: Mapping[str, Any], binding: Binding, what: str) -> None:
     """The shadow is this Pod's, on its node and in its namespace, protected and not going away."""
     _check_bound_pod(meta, pod, binding, what)
-    pod_meta = pod.get("metadata") or {}
-    owners = [
-        o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Pod" and o.get("apiVersion") == "v1"
-    ]
-    if [o.get("uid") for o in owners] != [pod_meta.get("uid")]:
-        raise _reject(
-            reasons.MANAGED_SHADOW_OWNER_MISMATCH,
-            what,
-            f"needs exactly one Pod ownerReference with UID {pod_meta.get('uid')}",
-        )
-    if keys.PROTECTION_FINALIZER not in (meta.get("finalizers") or []):
-        raise _reject(
-            reasons.MANAGED_SHADOW_UNPROTECTED, what, f"finalizer {keys.PROTECTION_FINALIZER} is missing"
-        )
+    _check_protected_owner(meta, (pod.get("metadata") or {}).get("uid"), what)
     if meta.get("deletionTimestamp"):
         raise _reject(
             reasons.MANAGED_SHADOW_TERMINATING, what, f"it is being deleted since {meta['deletionTimestamp']}"
@@ -241,6 +265,26 @@ def _check_owner(meta: Mapping[str, Any], pod: Mapping[str, Any], binding: Bindi
             reasons.MANAGED_SHADOW_HAS_RESOURCE_NAME,
             what,
             f"annotation {keys.RESOURCE_NAME_ANNOTATION} must be absent",
+        )
+
+
+def _check_protected_owner(meta: Mapping[str, Any], uid: object, what: str, name: str | None = None) -> None:
+    """Exactly one Pod ownerReference, to `uid` (and `name` when given), and the protection finalizer."""
+    owners = [
+        (o.get("uid"), o.get("name") if name is not None else None)
+        for o in meta.get("ownerReferences") or []
+        if o.get("kind") == "Pod" and o.get("apiVersion") == "v1"
+    ]
+    if owners != [(uid, name)]:
+        to = f" to {name}" if name is not None else ""
+        raise _reject(
+            reasons.MANAGED_SHADOW_OWNER_MISMATCH,
+            what,
+            f"needs exactly one Pod ownerReference{to} with UID {uid}",
+        )
+    if keys.PROTECTION_FINALIZER not in (meta.get("finalizers") or []):
+        raise _reject(
+            reasons.MANAGED_SHADOW_UNPROTECTED, what, f"finalizer {keys.PROTECTION_FINALIZER} is missing"
         )
 
 

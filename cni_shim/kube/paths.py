@@ -1,6 +1,13 @@
-"""The API paths and the per-request timeout both of the shim's API clients use (standard library only)."""
+"""The API paths, list answers and the per-request timeout both of the shim's API clients use (no third-party import)."""
 
 from __future__ import annotations
+
+from cni_shim.errors import ApiError
+
+TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
+
+if TYPE_CHECKING:
+    from typing import Any
 
 # Each API request is bounded well inside a CNI ADD's budget, so a hung server costs one retry
 # window, not the runtime's whole deadline.
@@ -31,6 +38,21 @@ def pod_status_path(namespace: str, name: str) -> str:
 
 def nad_path(namespace: str, name: str) -> str:
     return f"{NAD_GROUP_PATH}/namespaces/{q(namespace)}/network-attachment-definitions/{q(name)}"
+
+
+def nads_path(namespace: str, label_selector: str) -> str:
+    """A list of one namespace's NADs that carry the selected labels."""
+    return f"{NAD_GROUP_PATH}/namespaces/{q(namespace)}/network-attachment-definitions?labelSelector={q(label_selector)}"
+
+
+def list_items(doc: dict[str, Any] | None, what: str) -> list[dict[str, Any]]:
+    """A list answer's items; a missing collection (404) lists nothing."""
+    if doc is None:
+        return []
+    items = doc.get("items")
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        raise ApiError(f"LIST {what} returned no list of objects", 0)
+    return items
 
 
 def events_path(namespace: str) -> str:

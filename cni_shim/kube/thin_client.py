@@ -19,7 +19,15 @@ import os
 
 from cni_shim.errors import ApiError
 from cni_shim.kube.kubeconfig import Connection, split_server
-from cni_shim.kube.paths import REQUEST_TIMEOUT, events_path, nad_path, pod_path, pod_status_path
+from cni_shim.kube.paths import (
+    REQUEST_TIMEOUT,
+    events_path,
+    list_items,
+    nad_path,
+    nads_path,
+    pod_path,
+    pod_status_path,
+)
 from sriov_lib import quickjson
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
@@ -300,6 +308,10 @@ class KubeClient:
 
     def get_nad(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._get(nad_path(namespace, name), f"network-attachment-definition {namespace}/{name}")
+
+    def list_nads(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        what = f"network-attachment-definitions in {namespace} ({label_selector})"
+        return list_items(self._get(nads_path(namespace, label_selector), what), what)
 
     def replace_pod_status(self, pod: Mapping[str, Any]) -> None:
         meta = pod["metadata"]

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from cni_shim.core import prefetch
 from cni_shim.core.prefetch import Key
 from cni_shim.kube.informers import Store
-from cni_shim.kube.paths import nad_path, pod_path, pod_status_path
+from cni_shim.kube.paths import list_items, nad_path, nads_path, pod_path, pod_status_path
 from sriov_contract.keys import NETWORKS_ANNOTATION
 
 Json = dict[str, Any]
@@ -87,6 +87,13 @@ class LiveView:
                 if key not in read:
                     read[key] = self.get_nad(*key)
                 yield read[key]
+
+    def list_nads(self, namespace: str, label_selector: str) -> list[Json]:
+        # Live in every view: only a DEL without its cache asks, and it must not miss a shadow
+        # an informer has not seen yet.
+        self._counts.live_read("nad")
+        what = f"network-attachment-definitions in {namespace} ({label_selector})"
+        return list_items(self._api.get(nads_path(namespace, label_selector), what), what)
 
     def replace_pod_status(self, pod: Mapping[str, Any]) -> None:
         meta = pod["metadata"]

@@ -7,8 +7,9 @@ The writes are not fsynced. A power cut or kernel crash destroys every network n
 interface the cache describes, so what a fsync could save is only the DEL that releases an IPAM
 reservation after the reboot; the delegates' own local state (host-local's reservations,
 sriov-cni's saved VF state) and libcni's and Multus's caches are written without fsync too,
-and a lost or unreadable cache is already handled as cache loss (spec section 11's known limit:
-that container's own reservation leaks, DEL still succeeds). Meanwhile the eight fsyncs of an
+and a lost or unreadable cache is already handled as cache loss (DEL still succeeds; for a
+missing entry the Pod's managed shadows give back their delegates and the cluster network's, and
+otherwise that container's reservation leaks: spec section 11's known limit). Meanwhile the eight fsyncs of an
 ADD with three delegates (four files, each file and its directory) were the largest piece of
 our own time per ADD+DEL, tens of milliseconds on a busy disk, plus a journal commit on every
 DEL's unlink of a just-synced file.

@@ -67,6 +67,7 @@ class FakeKube:
     reads: list[tuple[str, str, str]] = field(default_factory=list)
     conflicts: int = 0
     pod_errors: list[int] = field(default_factory=list)
+    list_errors: list[int] = field(default_factory=list)
     status_writes: list[dict[str, Any]] = field(default_factory=list)
     pod_reads_live: bool = True
 
@@ -113,6 +114,18 @@ class FakeKube:
         self.reads.append(("nad", namespace, name))
         nad = self.nads.get((namespace, name))
         return copy.deepcopy(nad) if nad is not None else None
+
+    def list_nads(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        self.reads.append(("nads", namespace, label_selector))
+        if self.list_errors:
+            raise ApiError("injected", self.list_errors.pop(0))
+        wanted = dict(term.split("=", 1) for term in label_selector.split(","))
+        return [
+            copy.deepcopy(nad)
+            for (ns, _), nad in sorted(self.nads.items())
+            if ns == namespace
+            and all((nad["metadata"].get("labels") or {}).get(k) == v for k, v in wanted.items())
+        ]
 
     def replace_pod_status(self, pod: Mapping[str, Any]) -> None:
         if self.conflicts:

@@ -150,7 +150,8 @@ def test_cache_loss_del_succeeds_and_leaks_only_its_own_ipam_reservation(
     tmp_path, shim_bin, netns, cnitool, fault_matrix
 ) -> None:
     """Spec 11's known limit, made explicit: with the delegate cache lost and no Pod to rebuild
-    from, DEL cannot know what was attached. It succeeds (so the sandbox can go, as in Multus)
+    from, DEL cannot know what was attached, except the Pod's managed shadows (there are none
+    here; tests/integration/cni_shim/test_del_after_cache_loss.py has them). It succeeds (so the sandbox can go, as in Multus)
     and touches nothing: the container's own IPAM reservation stays behind, never reused for
     another container, until an operator removes it. Nothing is rebuilt from current config."""
     ipam = tmp_path / "ipam"

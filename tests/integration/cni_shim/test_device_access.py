@@ -17,67 +17,23 @@ from typing import Any
 import pytest
 
 from sriov_contract import keys
-from testbed.cni_daemon import CNI_RULES, CNI_USER, shim_conf
+from testbed.cni_daemon import shim_conf
 from testbed.cni_objects import bind_by_hand, create_nad, create_pod
 from testbed.managed_shadows import rendered_sriov_config
 from testbed.netlinks import host_link, ns_links
 from testbed.nodecni import ptp_host_local
-from tests.support.cni import CniRun, assert_vf_home, run_cnitool
-from tests.support.cni_daemon import pod_args, run_shim, shim_bin_dir
+from tests.support.cni import CniRun, assert_vf_home
+from tests.support.cni_daemon import pod_args, run_shim
+from tests.support.thin_node import ThinNode
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
 
 SECRET = "planted-s3cr3t-7f1c9e"
 
 
-@pytest.fixture(scope="module")
-def cni_kubeconfig(testbed: Any) -> Path:
-    testbed.grant(CNI_USER, CNI_RULES)
-    return Path(testbed.kubeconfig_for("cni"))
-
-
-class Node:
-    """cnitool against a net.d holding the shim (thin, live API) over the fake node."""
-
-    def __init__(self, tmp: Path, bin_dir: Path, cnitool: Path, fake_node: Any, kubeconfig: Path) -> None:
-        self.tmp, self.bin_dir, self.cnitool, self.fake_node = tmp, bin_dir, cnitool, fake_node
-        self.log = tmp / "cni-shim.log"
-        self.net_dir = tmp / "net.d"
-        self.net_dir.mkdir()
-        self.shim: dict[str, Any] = {
-            "type": "cni-shim",
-            "kubeconfig": str(kubeconfig),
-            "cniDir": str(tmp / "cache"),
-            "binDir": str(bin_dir),
-            "sysfsRoot": str(fake_node.sysfs_root),
-            "logFile": str(self.log),
-            "logLevel": "debug",
-            "delegates": [
-                {"cniVersion": "1.0.0", "name": "podnet", **ptp_host_local("10.81.0.0/24", tmp / "ipam")}
-            ],
-        }
-        self.write()
-
-    def write(self, **extra: Any) -> None:
-        conf = {"cniVersion": "1.0.0", "name": "shimnet", "plugins": [{**self.shim, **extra}]}
-        (self.net_dir / "10-shim.conflist").write_text(json.dumps(conf))
-
-    def run(self, verb: str, netns: str, pod: dict[str, Any]) -> CniRun:
-        meta = pod["metadata"]
-        env = {
-            **self.fake_node.env(),
-            "SRIOV_CNI_DATA_DIR": str(self.tmp / "sriov-data"),
-            "CNI_ARGS": pod_args(meta["namespace"], meta["name"], meta["uid"]),
-        }
-        return run_cnitool(
-            self.cnitool, [verb, "shimnet", netns], net_dir=self.net_dir, bin_dir=self.bin_dir, env=env
-        )
-
-
 @pytest.fixture
-def node(tmp_path, cni_bin_dir, cnitool, fake_node, cni_kubeconfig) -> Node:
-    bin_dir = shim_bin_dir(tmp_path / "bin", cni_bin_dir, "cni-shim", recorder_as_sriov=False)
-    return Node(tmp_path, bin_dir, cnitool, fake_node, cni_kubeconfig)
+def node(thin_node: ThinNode) -> ThinNode:
+    return thin_node
 
 
 def _static_nad(api: Any, ns: str, name: str, pci: str, tmp: Path) -> None:

@@ -179,3 +179,17 @@ def test_watch_events_reach_the_store_unless_frozen(frozen):
         store.freeze()
     store.apply("DELETED", obj("ns", "a", "2"))
     assert store.versions() == ({"ns/a": "1"} if frozen else {})
+
+
+def test_a_shadow_listing_is_live_in_every_view():
+    api, counts = Api(), Counts()
+    path = "/apis/k8s.cni.cncf.io/v1/namespaces/ns/network-attachment-definitions?labelSelector=a%3Db%2Cc%3Dd"
+    api.objects[path] = {"items": [obj("ns", "n")]}
+    for view in (LiveView(api, counts), CachedView(api, counts, Store(), Store())):
+        assert [o["metadata"]["name"] for o in view.list_nads("ns", "a=b,c=d")] == ["n"]
+    assert api.gets == [path, path]
+    assert counts.live == ["nad", "nad"] and counts.cache == []
+    assert LiveView(api, counts).list_nads("other", "a=b") == []  # a 404 lists nothing
+    api.objects[path] = {"items": "nope"}
+    with pytest.raises(ApiError):
+        LiveView(api, counts).list_nads("ns", "a=b,c=d")
