@@ -276,9 +276,12 @@ class Installation:
         source: Path = BASE_DIR,
         via: str = KUSTOMIZE,
         say: Callable[[str], None] = lambda s: None,
+        before_uninstall: Callable[[], None] = lambda: None,
     ) -> None:
         """``via``: ``kustomize`` applies ``source`` with kubectl; ``helm`` installs the chart
-        with the bed's site values (``SITE_VALUES``) as a release."""
+        with the bed's site values (``SITE_VALUES``) as a release. ``before_uninstall``: what
+        the nodes must finish while the product still serves them."""
+        self.before_uninstall = before_uninstall
         self.api, self.kubeconfig, self.api_port, self.source, self.say = (
             api,
             kubeconfig,
@@ -415,6 +418,7 @@ class Installation:
     def uninstall(self) -> None:
         """Delete what ``install`` applied and wait until no Pod of it is left; then the proxy rule."""
         try:
+            self.before_uninstall()
             if self.via == HELM and self.docs:
                 try:
                     self.helm("uninstall", RELEASE, "--ignore-not-found", "--wait", "--timeout", "120s")

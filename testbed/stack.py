@@ -282,6 +282,7 @@ class Stack:
                 tools=self.bed.tools,
                 via=HELM if self.install == HELM_CHART else KUSTOMIZE,
                 say=self.say,
+                before_uninstall=self._remove_stopped_sandboxes,
             )
             self.installation.install()
             self.timings["install_apply_s"] = round(time.monotonic() - started, 2)
@@ -294,10 +295,12 @@ class Stack:
 
     def _uninstall(self) -> None:
         if self.installation is not None and self.primary is None:
-            for node in self.nodes:
-                if isinstance(node.kubelet, RealKubelet):
-                    node.kubelet.remove_stopped_sandboxes()
             self.installation.uninstall()
+
+    def _remove_stopped_sandboxes(self) -> None:
+        for node in self.nodes:
+            if isinstance(node.kubelet, RealKubelet):
+                node.kubelet.remove_stopped_sandboxes()
 
     def _start_peer(self) -> None:
         self.say("Starting the second node (fake SR-IOV node, containerd, kubelet, driver, CNI)...")
