@@ -28,7 +28,7 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -456,6 +456,43 @@ class Installation:
         return site_patches(
             d for d in rendered if d and d["kind"] != "CustomResourceDefinition" and _key(d) not in base
         )
+
+    def debug_node(
+        self, node: str, image: str, command: Sequence[str], log: Callable[[str, str], str]
+    ) -> str:
+        """``kubectl debug node/NODE --profile=sysadmin`` as docs/deploying.md's uninstall steps run
+        it (without ``-it``: the bed's API server cannot dial a kubelet, so the Pod runs to its end
+        and ``log`` reads its output from the node, by Pod UID and container). Returns the output;
+        the Pod is deleted. Raises when the command failed."""
+        prefix = f"node-debugger-{node}-"
+        before = set(self._pod_names("default", prefix))
+        self.run_kubectl(
+            "debug", f"node/{node}", "--profile=sysadmin", f"--image={image}", "--image-pull-policy=Never",
+            "--", *command,
+        )  # fmt: skip
+        made = sorted(set(self._pod_names("default", prefix)) - before)
+        if len(made) != 1:
+            raise InstallError("DebugPodUnknown", f"kubectl debug node/{node} made Pods {made}")
+        (name,) = made
+        try:
+
+            def ended() -> dict[str, Any] | None:
+                pod = self.api.sanitize_for_serialization(self.core.read_namespaced_pod(name, "default"))
+                return pod if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed") else None
+
+            pod = wait_for(ended, READY_TIMEOUT, what=f"debug Pod {name} to end", interval=0.5)
+            output = log(pod["metadata"]["uid"], "debugger")
+            if pod["status"]["phase"] != "Succeeded":
+                raise InstallError("DebugCommandFailed", f"{' '.join(command)} on {node}: {output[-2000:]}")
+            return output
+        finally:
+            with contextlib.suppress(ApiException):
+                self.core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+
+    def _pod_names(self, namespace: str, prefix: str) -> list[str]:
+        listed = self.core.list_namespaced_pod(namespace)
+        names = [str(p.metadata.name) for p in listed.items if p.metadata]
+        return [n for n in names if n.startswith(prefix)]
 
     def removable(self) -> list[dict[str, Any]]:
         """The installation less its CRDs: the bed's control plane carries those from its start,

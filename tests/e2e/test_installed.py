@@ -15,8 +15,10 @@ import signal
 import pytest
 
 from testbed.deployment import DRIVER_NAMESPACE
+from testbed.driver import DRIVER
 from testbed.installation import CHART_DIR, DAEMONSETS, HELM_CHART, RELEASE, InstallError
 from testbed.installed import InstalledDriver
+from testbed.realnode import KUBELET_ROOT
 from testbed.results import PASS, render_checks
 from testbed.scenario import run_pairs, running_pairs
 from testbed.stack import Stack
@@ -109,6 +111,27 @@ def test_helm_install_upgrade_rollback_uninstall(stacks, installable) -> None:
         assert status == "uninstalling", status
         assert len(installation.leftovers()) == len(installation.removable())
         installation.wait_ready(stack.node_name)
+
+    # docs/deploying.md's uninstall, as written: verify the node's checkpoint and remove the node
+    # files while the DaemonSets run (kubectl debug node), remove the release, then the driver's
+    # plugin directory; nothing is left, on the API server or on the node.
+    node, log = stack.node_name, stack.node_runtime.container_log
+    image = {i.name: i.reference for i in stack.images}
+    plugin_dir = f"/host{KUBELET_ROOT}/plugins/{DRIVER}"
+    verify = ["sriov-dra", "uninstall-check", "--node-only", "--checkpoint", f"{plugin_dir}/checkpoint.json"]
+    installation.debug_node(node, image["sriov-dra-driver"], verify, log)
+    removed = installation.debug_node(node, image["cni-shim"], ["/opt/auto-sriov/remove-host-shim"], log)
+    assert "removed the shim" in removed, removed
     installation.uninstall()
+    installation.debug_node(node, image["sriov-dra-driver"], ["rm", "-rf", plugin_dir], log)
     left = installation.leftovers()
     assert left == [], left
+    on_node = [
+        *stack.cni.net_dir.glob("*auto-sriov*"),
+        *stack.cni.bin_dir.glob("cni-shim*"),
+        *stack.cni.bin_dir.glob("auto-sriov-*"),
+        *stack.cni.socket_dir.iterdir(),
+        *stack.driver.checkpoint.parent.glob("*"),
+        *([stack.driver.checkpoint.parent] if stack.driver.checkpoint.parent.exists() else []),
+    ]
+    assert on_node == [], on_node
