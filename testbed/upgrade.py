@@ -10,6 +10,7 @@ every node runs the new Pods, registered and serving. What must hold:
 - a resident keeps its interfaces, addresses, shadows and checkpoint record across the phase,
   and is deleted cleanly by the other version (DEL from the old version's cache, unprepare from
   the old version's checkpoint);
+- the kubelet never restarted a container of the new Pods under the churn (their probes held);
 - at the end nothing is left on either node (``Soak``'s end checks, which cover the residents).
 """
 
@@ -32,6 +33,7 @@ from testbed.installation import (
     Installation,
     ProductImage,
 )
+from testbed.installed import InstalledDriver
 from testbed.netlinks import ipv4_addresses
 from testbed.observation import Observed, observe
 from testbed.results import PASS, Check, check, render_checks
@@ -57,14 +59,15 @@ class Phase:
 class UpgradeReport:
     churn: Report
     phases: list[Phase] = field(default_factory=list)
-    residents: list[Check] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)  # the residents', then the probes'
+
     # Warning Events of the churn's Pods by reason: a retried sandbox or prepare is not a failed
     # start, but it is what a rollout costs a Pod's start, so it is reported.
     warnings: Counter[str] = field(default_factory=Counter)
 
     @property
     def ok(self) -> bool:
-        return self.churn.ok and len(self.phases) == 2 and all(c.status == PASS for c in self.residents)
+        return self.churn.ok and len(self.phases) == 2 and all(c.status == PASS for c in self.checks)
 
     @property
     def failed_starts(self) -> int:
@@ -79,8 +82,8 @@ class UpgradeReport:
             ),
             f"Pod starts: {len(self.churn.outcomes)} attempted, {self.failed_starts} failed; warning "
             f"Events: {dict(self.warnings) or 'none'}",
-            "residents:",
-            render_checks(self.residents),
+            "residents and probes:",
+            render_checks(self.checks),
             self.churn.summary(),
         ]
         return "\n".join(lines)
@@ -129,6 +132,7 @@ class RollingUpgrade:
         )  # fmt: skip
         self._kept(residents, "across the upgrade")
         residents = self._residents("between")
+        self._no_restarts("under the churn since the upgrade")
         self._phase(
             "rollback",
             self.current,
@@ -143,6 +147,19 @@ class RollingUpgrade:
             ),
         )
         self._kept(residents, "across the rollback")
+        self._no_restarts("after the rollback")
+
+    def _no_restarts(self, when: str) -> None:
+        for node in self.stack.nodes:
+            assert node.cni.installed is not None and isinstance(node.driver, InstalledDriver)
+            restarts = (node.driver.pod.restarts(), node.cni.installed.pod.restarts())
+            self.report.checks.append(
+                check(
+                    f"{node.node_name}: the kubelet restarted neither the driver nor the daemon {when}",
+                    restarts == (0, 0),
+                    f"restarts (driver, daemon): {restarts}",
+                )
+            )
 
     # -- residents: one Pod per node that lives through a phase --------------------------------------
 
@@ -188,7 +205,7 @@ class RollingUpgrade:
                     and node.driver.checkpoint_claims().get(str(after.claim["metadata"]["uid"])) == record,
                 ),
             ]
-            self.report.residents += checks
+            self.report.checks += checks
             stop_pod(self.stack, pod)
 
     # -- a phase: helm, then every node on the new Pods ------------------------------------------------
