@@ -40,7 +40,10 @@ def half_written(path: Path) -> None:
 
 def both_generations(path: Path) -> None:
     truncated(path)
-    bit_flipped(path.with_name("checkpoint.prev.json"))
+    previous = path.with_name("checkpoint.prev.json")
+    if not previous.exists():  # a build that keeps no previous generation: nothing to fall back on
+        previous.write_bytes(b"not a checkpoint")
+    bit_flipped(previous)
 
 
 def phases(agent: ManagedAgent) -> list[str]:
