@@ -7,14 +7,11 @@ leaves nothing behind (running_pairs' teardown checks)."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 
 import pytest
 
 from testbed.scenario import running_pairs
 from testbed.stack import Stack
-from testbed.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
 
@@ -54,17 +51,7 @@ def test_both_generations_damaged_under_a_running_pod_lose_no_binding(thick_stac
         node.restart_kubelet()
         driver.wait_advertised(run.workload.advertised)
         stack.gpus.publish()  # nobody republishes the stand-in GPU slices the kubelet deleted
-        sandbox = node.ready_sandbox(before.uid)["id"]
-        os.kill(node.sandbox_pid(sandbox), signal.SIGKILL)
-        wait_for(
-            lambda: any(
-                s["state"] == "SANDBOX_READY" and s["id"] != sandbox for s in node.sandboxes(before.uid)
-            ),
-            90,
-            what="the kubelet to re-create the sandbox",
-            interval=0.25,
-        )
-        stack.cluster.wait_running(run.pod["metadata"]["namespace"], run.pod["metadata"]["name"])
+        run.kill_sandbox()
         again = run.observe()
         assert stack.kubelet.prepare_calls() == prepares + 1
         assert {(s["metadata"]["name"], s["metadata"]["uid"]) for s in again.shadows} == {
