@@ -32,6 +32,7 @@ INVALID_DEVICE_ATTRIBUTE: Final = "InvalidDeviceAttribute"
 UNSUPPORTED_POLICY_FILTER: Final = "UnsupportedPolicyFilter"
 # Checkpoint and managed-binding records.
 CORRUPT_CHECKPOINT: Final = "CorruptCheckpoint"
+CHECKPOINT_RECOVERED: Final = "CheckpointRecovered"
 UNKNOWN_CHECKPOINT_VERSION: Final = "UnknownCheckpointVersion"
 UNKNOWN_MANAGED_BINDING_VERSION: Final = "UnknownManagedBindingVersion"
 CORRUPT_MANAGED_BINDING: Final = "CorruptManagedBinding"
@@ -185,6 +186,12 @@ MEANINGS: Final[dict[str, tuple[str, str]]] = {
         "Use vendors, devices, pfNames, pfPciAddresses, pciAddresses or linkType.",
     ),
     CORRUPT_CHECKPOINT: ("The checkpoint file is damaged; it was left untouched.", _DRAIN),
+    CHECKPOINT_RECOVERED: (
+        "The driver found its checkpoint damaged, moved it aside and started from the previous "
+        "generation (or empty), rebuilding bindings from this node's shadows and claims.",
+        "Read the Warning or sriov-dra inspect node; if it lists shadows not rebuilt, release those "
+        "with sriov-dra orphans once no Pod uses them. Keep or delete the moved files.",
+    ),
     UNKNOWN_CHECKPOINT_VERSION: (
         "The checkpoint has a format version this build does not understand.",
         "Run a driver build that understands it; nothing was deleted.",

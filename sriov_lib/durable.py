@@ -34,8 +34,12 @@ def atomic_write(
     finally:
         os.close(fd)
     os.replace(tmp, final)
-    if not durable:
-        return
+    if durable:
+        fsync_directory(directory)
+
+
+def fsync_directory(directory: str | os.PathLike[str]) -> None:
+    """Make the directory's entries (a rename, a new link) survive a power cut."""
     dfd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(dfd)

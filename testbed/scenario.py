@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -55,6 +57,20 @@ class Running:
 
     def observe(self) -> Observed:
         return observe(self.stack, self.pod)
+
+    def kill_sandbox(self, what: str = "the kubelet to re-create the sandbox") -> None:
+        """SIGKILL the Pod's ready sandbox (its pause process), then wait until the kubelet made
+        another one and the Pod runs again."""
+        node, uid = self.stack.node_runtime, str(self.pod["metadata"]["uid"])
+        sandbox = node.ready_sandbox(uid)["id"]
+        os.kill(node.sandbox_pid(sandbox), signal.SIGKILL)
+        wait_for(
+            lambda: any(s["state"] == "SANDBOX_READY" and s["id"] != sandbox for s in node.sandboxes(uid)),
+            90,
+            what=what,
+            interval=0.25,
+        )
+        self.stack.cluster.wait_running(self.pod["metadata"]["namespace"], self.pod["metadata"]["name"])
 
 
 def apply_workload(stack: Stack, workload: Workload) -> dict[str, tuple[str, str, str]]:

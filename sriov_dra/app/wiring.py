@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -15,6 +16,7 @@ from sriov_dra.advertise.controller import PolicyController
 from sriov_dra.advertise.inventory import DeviceState
 from sriov_dra.advertise.slices import SlicePublisher
 from sriov_dra.app.config import MULTUS, Config
+from sriov_dra.core.checkpointrecovery import Recovery
 from sriov_dra.kube.resources import (
     KubeClaims,
     KubeEvents,
@@ -29,19 +31,21 @@ from sriov_dra.kubeletplugin.api import NodeService
 from sriov_dra.kubeletplugin.health import HealthServer
 from sriov_dra.kubeletplugin.server import KubeletPlugin, SocketPaths
 from sriov_dra.observe.bindingreporter import NULL_OBSERVER, BindingReporter, PhaseObserver
-from sriov_dra.observe.eventrecorder import EventRecorder
+from sriov_dra.observe.eventrecorder import WARNING, EventRecorder, InvolvedObject
 from sriov_dra.observe.metrics import CountingSlices, DriverMetrics
-from sriov_dra.ports import PolicySource
+from sriov_dra.ports import EventSink, PolicySource
 from sriov_dra.prepare.consumer import ConsumerResolver
 from sriov_dra.prepare.devicestatus import DeviceStatusWriter
 from sriov_dra.prepare.host import HostDevices
 from sriov_dra.prepare.managed import LiveConsumer, ManagedPreparer
 from sriov_dra.prepare.plain import PlainPreparer
+from sriov_dra.reasons import CHECKPOINT_RECOVERED
 from sriov_dra.recovery.claimrepair import ClaimRepairer
 from sriov_dra.recovery.listing import PassLister
+from sriov_dra.recovery.recoveredstart import ApiListings, open_checkpoint
 from sriov_dra.recovery.repair import RepairWorker
 from sriov_dra.state.cdi import CdiDir
-from sriov_dra.state.checkpoint import FileStorage, PreparedClaims
+from sriov_dra.state.checkpoint import GenerationFiles, PreparedClaims
 from sriov_dra.sysfs.discovery import discover
 from sriov_dra.sysfs.vfdriver import SysfsVfDriver
 
@@ -231,15 +235,22 @@ def run(cfg: Config, stop: threading.Event) -> None:
 
     state = DeviceState(discover(cfg.sysfs_root))
     log.info("discovered %d VFs under %s", len(state.inventory()), cfg.sysfs_root)
-    checkpoint_path = paths.plugin_dir / "checkpoint.json"
-    checkpoint = PreparedClaims(FileStorage(checkpoint_path), str(checkpoint_path))
-    log.info("checkpoint %s holds %d prepared claims", checkpoint_path, len(checkpoint.snapshot_all()))
-
     source = KubePolicySource(api, cfg.namespace, cfg.node_name)
     node_uid, _labels = source.node()
     slices = KubeSlices(api, cfg.node_name)
     managed = cfg.multus_auto_attach and cfg.configuration_mode == MULTUS
     metrics = DriverMetrics()
+    checkpoint_path = paths.plugin_dir / "checkpoint.json"
+    checkpoint = open_checkpoint(
+        GenerationFiles(checkpoint_path),
+        node_name=cfg.node_name,
+        node_uid=node_uid,
+        listings=ApiListings(KubeShadowLister(api), KubeClaims(api), KubePods(api)) if managed else None,
+        pci_of={name: vf.pci_address for name, vf in state.inventory().items()},
+        now=datetime.now(UTC),
+        tell=lambda recovery: tell_recovery(recovery, metrics, KubeEvents(api), node_uid),
+    )
+    log.info("checkpoint %s holds %d prepared claims", checkpoint_path, len(checkpoint.snapshot_all()))
     metrics.watch_bindings(checkpoint.snapshot_all)
     if cfg.metrics_port >= 0:
         log.info("Prometheus metrics on port %d", metrics.serve(cfg.metrics_port))
@@ -305,6 +316,15 @@ def run(cfg: Config, stop: threading.Event) -> None:
             recorder.close(EVENT_DRAIN_SECONDS)  # what is queued still goes out, briefly
         api.close()  # type: ignore[no-untyped-call]
         log.info("stopped")
+
+
+def tell_recovery(recovery: Recovery, metrics: DriverMetrics, events: EventSink, node_uid: str) -> None:
+    """A recovered start, told where an administrator looks: the log, a metric, an Event on the Node."""
+    message = recovery.message()
+    log.warning("%s: %s", CHECKPOINT_RECOVERED, message)
+    metrics.checkpoint_recoveries.labels(recovery.start.generation).inc()
+    node = InvolvedObject("Node", "v1", "default", recovery.node, node_uid)
+    EventRecorder(events, host=recovery.node).emit(node, WARNING, CHECKPOINT_RECOVERED, message)
 
 
 def _report_registration(plugin: KubeletPlugin, registry_dir: Path) -> None:

@@ -270,6 +270,7 @@ def inspect_node(
     from sriov_dra.core.policy import evaluate  # noqa: PLC0415
     from sriov_dra.kube.resources import KubePolicySource, KubeShadowLister  # noqa: PLC0415
     from sriov_dra.recovery.orphans import scan  # noqa: PLC0415
+    from sriov_dra.state.checkpoint import RecoveryLog  # noqa: PLC0415
     from sriov_dra.sysfs.discovery import discover  # noqa: PLC0415
 
     api = api_client(kubeconfig)
@@ -302,6 +303,7 @@ def inspect_node(
         managed=managed,
     ).blocked
     by_phase = dict(sorted(Counter(b["phase"] for b in bindings).items()))
+    recovery = RecoveryLog(checkpoint).read()
     if output == "json":
         emit_json(
             {
@@ -311,11 +313,13 @@ def inspect_node(
                 "bindings": bindings,
                 "orphans": [s.to_json() for s in suspicious],
                 "blockedDevices": [{"device": k, "why": v} for k, v in sorted(blocked.items())],
+                "checkpointRecovery": recovery,
             }
         )
         return
     click.echo(f"Node {node} ({uid})")
     click.echo("bindings by phase: " + (", ".join(f"{k}={v}" for k, v in by_phase.items()) or "none"))
+    click.echo(_recovery_line(recovery))
     keys = ("claim", "device", "pciAddress", "interface", "phase", "podUID")
     click.echo(table([k.upper() for k in keys], [[b[k] for k in keys] for b in bindings]), nl=False)
     click.echo(f"orphans: {len(suspicious) or 'none'}")
@@ -324,3 +328,10 @@ def inspect_node(
     click.echo(f"blocked devices: {len(blocked) or 'none'}")
     for name, why in sorted(blocked.items()):
         click.echo(f"  {name}: {why}")
+
+
+def _recovery_line(recovery: Mapping[str, Any] | None) -> str:
+    """The last start from a damaged checkpoint (checkpoint.recovery.json), or that there was none."""
+    if recovery is None:
+        return "checkpoint recovery: none"
+    return f"checkpoint recovery at {recovery.get('time', '?')}: {recovery.get('message', '')}"

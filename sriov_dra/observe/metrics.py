@@ -70,6 +70,12 @@ class DriverMetrics:
             ["status"],
             registry=self.registry,
         )
+        self.checkpoint_recoveries = Counter(
+            "sriov_dra_checkpoint_recoveries_total",
+            "Starts from a damaged checkpoint, by the generation started from (previous or empty)",
+            ["generation"],
+            registry=self.registry,
+        )
         self.slice_writes = Counter(
             "sriov_dra_resourceslice_writes_total",
             "ResourceSlice writes made while publishing this node's devices",

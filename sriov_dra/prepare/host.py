@@ -19,6 +19,7 @@ from sriov_contract.errors import ReasonedError
 from sriov_dra import reasons
 from sriov_dra.core.bindingrecord import RELEASE_PHASES, phases_of
 from sriov_dra.core.claimrecord import ClaimRecord, PreparedDevice
+from sriov_dra.core.hostdevice import VFIO_DRIVER, prepared_device
 from sriov_dra.core.vfconfig import VfConfig, effective_vf_config
 from sriov_dra.kubeletplugin.api import ClaimRef
 from sriov_dra.model import DRIVER_NAME, USERSPACE_DRIVERS, VirtualFunction
@@ -40,18 +41,6 @@ class Allocated:
     pool: str
     vf: VirtualFunction
     config: VfConfig
-
-
-def vf_config_json(config: VfConfig) -> dict[str, Any]:
-    """Upstream's VfConfig JSON (empty fields omitted), as recorded in the checkpoint."""
-    out: dict[str, Any] = {
-        "driver": config.driver,
-        "addVhostMount": config.add_vhost_mount,
-        "ifName": config.if_name,
-        "netAttachDefName": config.net_attach_def_name,
-        "netAttachDefNamespace": config.net_attach_def_namespace,
-    }
-    return {k: v for k, v in out.items() if v}
 
 
 class HostDevices:
@@ -135,37 +124,27 @@ class HostDevices:
     def _device(
         self, claim_uid: str, pod_uid: str, a: Allocated, original: str, binding: Mapping[str, Any] | None
     ) -> PreparedDevice:
-        bdf, name = a.vf.pci_address, a.vf.name
-        infix = cdi.env_name(name)
-        env = {
-            f"SRIOVNETWORK_VF_DEVICE_{infix}": bdf,
-            "SRIOVNETWORK_NET_ATTACH_DEF_NAME": a.config.net_attach_def_name,
-        }
-        nodes: list[str] = []
-        if a.config.driver == "vfio-pci":
+        bdf = a.vf.pci_address
+        group = None
+        if a.config.driver == VFIO_DRIVER:
             group = self._vf_driver.iommu_group(bdf)
             if group is None:
                 raise PrepareError(
                     reasons.VFIO_GROUP_MISSING, f"VF {bdf} bound to vfio-pci has no IOMMU group"
                 )
-            nodes = [f"/dev/vfio/{group}", "/dev/vfio/vfio"]
-            env[f"SRIOVNETWORK_{infix}_VFIO_DEVICE"] = nodes[0]
         elif a.config.driver not in USERSPACE_DRIVERS:
             self._vf_driver.verify_kernel_netdev(bdf)
-        if a.config.add_vhost_mount:
-            nodes += ["/dev/vhost-net", "/dev/net/tun"]
-        return PreparedDevice(
-            request_names=(a.request.split("/", 1)[0],),
+        return prepared_device(
+            claim_uid=claim_uid,
+            pod_uid=pod_uid,
+            request=a.request,
             pool=a.pool,
-            device=name,
+            name=a.vf.name,
             pci_address=bdf,
-            cdi_device_ids=(cdi.claim_device_id(claim_uid, name), cdi.pod_device_id(pod_uid)),
+            config=a.config,
             original_driver=original,
-            config=vf_config_json(a.config),
-            if_name=a.config.if_name,
-            env=env,
-            device_nodes=tuple(nodes),
-            managed_binding=binding,
+            binding=binding,
+            iommu_group=group,
         )
 
     def _publish(self, record: ClaimRecord) -> None:

@@ -13,25 +13,20 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from sriov_dra.model import DRIVER_NAME
+from sriov_dra.core.cdinames import CLASS, KIND, VENDOR, claim_device_id, env_name, pod_device_id
 from sriov_dra.state.checkpoint import FileStorage
 
-VENDOR = DRIVER_NAME
-CLASS = "vf"
-KIND = f"{VENDOR}/{CLASS}"
-
-
-def claim_device_id(claim_uid: str, device: str) -> str:
-    return f"{KIND}={claim_uid}-{device}"
-
-
-def pod_device_id(pod_uid: str) -> str:
-    return f"{KIND}={pod_uid}"
-
-
-def env_name(device: str) -> str:
-    """The environment-variable infix of a device name (``0000-17-00-1`` -> ``0000_17_00_1``)."""
-    return device.replace("-", "_")
+__all__ = [
+    "CLASS",
+    "KIND",
+    "VENDOR",
+    "CdiDir",
+    "claim_device_id",
+    "claim_spec",
+    "env_name",
+    "pod_device_id",
+    "pod_spec",
+]
 
 
 def _cdi_version(devices: Sequence[Mapping[str, Any]]) -> str:

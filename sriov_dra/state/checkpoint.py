@@ -2,9 +2,11 @@
 
 The file is the node agent's memory across restarts. It is written atomically (temp file, fsync,
 rename, directory fsync), carries a checksum over its canonical payload and a top-level format
-version, and is keyed by claim UID so a claim UID can only ever have one record. A file that is
-corrupt or of an unknown version is refused loudly and left untouched: deleting it would lose the
-only record of which VF drivers and CDI specs must be restored.
+version, and is keyed by claim UID so a claim UID can only ever have one record. Every write keeps
+the generation it replaces beside it (`GenerationFiles`): a damaged current file is moved aside,
+never deleted, and the agent starts from that previous generation (the decision is
+sriov_dra.core.checkpointrecovery's). A file of an unknown version is refused loudly and left
+untouched.
 
 Each prepared device may carry an optional, versioned managed-binding record; this module only
 guards its version so a later binding format can be added without changing the file version.
@@ -12,7 +14,10 @@ guards its version so a later binding format can be added without changing the f
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import json
+import os
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -20,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from sriov_dra import reasons
+from sriov_dra.core.checkpointrecovery import StartingPoint, quarantine_name, starting_point
 from sriov_dra.core.claimrecord import (
     CheckpointError,
     ClaimRecord,
@@ -27,7 +33,7 @@ from sriov_dra.core.claimrecord import (
     encode,
 )
 from sriov_dra.ports import CheckpointStorage
-from sriov_lib.durable import atomic_write
+from sriov_lib.durable import atomic_write, fsync_directory
 
 
 class FileStorage:
@@ -44,6 +50,113 @@ class FileStorage:
 
     def write(self, data: bytes) -> None:
         atomic_write(self.path, data)
+
+
+def previous_path(path: Path) -> Path:
+    """Where the previous good generation of `path` lives (`checkpoint.json` -> `checkpoint.prev.json`)."""
+    return path.with_name(f"{path.stem}.prev{path.suffix}")
+
+
+def recovery_path(path: Path) -> Path:
+    """The record of the last recovered start, read by `sriov-dra inspect node`."""
+    return path.with_name(f"{path.stem}.recovery{path.suffix}")
+
+
+class GenerationFiles:
+    """The checkpoint file and, beside it, the generation each write replaced.
+
+    A write first gives the current file a second name as the previous generation (a hard link
+    renamed over the old one: no copy, and the current file never disappears), then atomically
+    replaces the current file; the replacement's directory fsync makes both names durable. After
+    a crash between the two steps both names hold the same good generation.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.previous = previous_path(path)
+
+    def read(self) -> bytes | None:
+        return _read(self.path)
+
+    def write(self, data: bytes) -> None:
+        link = self.path.with_name(f".{self.previous.name}.link.{os.getpid()}")
+        with contextlib.suppress(FileNotFoundError):
+            link.unlink()
+        try:
+            os.link(self.path, link)
+        except FileNotFoundError:
+            pass  # the first write, or the first after a recovery: nothing to keep
+        except OSError:
+            # A filesystem without hard links: keep the generation by copying it.
+            kept = _read(self.path)
+            if kept is not None:
+                atomic_write(self.previous, kept)
+        else:
+            os.replace(link, self.previous)
+        atomic_write(self.path, data)
+
+    def leftovers(self) -> list[Path]:
+        """Temp files and links a killed write left (atomic_write's and this class's)."""
+        directory = self.path.parent
+        names = (f".{self.path.name}.", f".{self.previous.name}.")
+        try:
+            entries = sorted(os.listdir(directory))
+        except FileNotFoundError:
+            return []
+        return [directory / n for n in entries if n.startswith(names)]
+
+    def decide(self) -> StartingPoint:
+        """Where to start, from the files as they are; nothing is moved or written yet."""
+        return starting_point(
+            self.read(),
+            _read(self.previous),
+            current_path=str(self.path),
+            previous_path=str(self.previous),
+            leftovers=[str(p) for p in self.leftovers()],
+        )
+
+    def quarantine(self, start: StartingPoint, stamp: str) -> dict[str, str]:
+        """Move every damaged file of `start` aside (never deleted); damaged file -> its new path.
+        Must run before the first write: a write would keep a damaged current file as previous."""
+        if not start.damaged:
+            return {}
+        directory = self.path.parent
+        taken = set(os.listdir(directory))
+        moved: dict[str, str] = {}
+        for damaged in start.damaged:
+            name = quarantine_name(Path(damaged.file).name.lstrip("."), stamp, taken)
+            taken.add(name)
+            os.replace(damaged.file, directory / name)
+            moved[damaged.file] = str(directory / name)
+        fsync_directory(directory)
+        return moved
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+class RecoveryLog:
+    """The last recovered start as JSON (`checkpoint.recovery.json`), for `sriov-dra inspect node`."""
+
+    def __init__(self, checkpoint: Path) -> None:
+        self.path = recovery_path(checkpoint)
+
+    def read(self) -> dict[str, Any] | None:
+        raw = _read(self.path)
+        if raw is None:
+            return None
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            return None
+        return doc if isinstance(doc, dict) else None
+
+    def write(self, doc: Mapping[str, Any]) -> None:
+        atomic_write(self.path, json.dumps(doc, indent=2, sort_keys=True).encode() + b"\n")
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
@@ -85,11 +198,24 @@ class PreparedClaims:
     """The in-memory checkpoint. Every mutation is narrow, runs under one lock, is persisted before
     it returns, and is rolled back in memory if persisting fails."""
 
-    def __init__(self, storage: CheckpointStorage, path: str = "<checkpoint>") -> None:
+    def __init__(
+        self,
+        storage: CheckpointStorage,
+        path: str = "<checkpoint>",
+        *,
+        records: Mapping[str, ClaimRecord] | None = None,
+    ) -> None:
+        """Read the storage, or start from `records` already chosen (a recovered start)."""
         self._storage = storage
         self._lock = threading.Lock()
-        raw = storage.read()
-        self._records: dict[str, ClaimRecord] = {} if raw is None else decode(raw, path)
+        if records is None:
+            raw = storage.read()
+            records = {} if raw is None else decode(raw, path)
+        self._records: dict[str, ClaimRecord] = {uid: _frozen_copy(r) for uid, r in records.items()}
+
+    def persist(self) -> None:
+        """Write what is held now (the first write of a recovered start)."""
+        self._mutate(lambda _records: None)
 
     def snapshot_claim(self, claim_uid: str) -> ClaimRecord | None:
         with self._lock:

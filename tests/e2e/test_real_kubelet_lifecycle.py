@@ -146,16 +146,7 @@ def test_kubelet_restart_keeps_the_running_pod_and_its_bindings(thick_stack: Sta
         assert stack.cni.daemon_answers("ADD", _pod_key(run)) == adds
         assert stack.kubelet.prepare_calls() == prepares, "the restart alone re-prepared the running Pod"
 
-        os.kill(node.sandbox_pid(sandbox), signal.SIGKILL)
-        wait_for(
-            lambda: any(
-                s["state"] == "SANDBOX_READY" and s["id"] != sandbox for s in node.sandboxes(before.uid)
-            ),
-            90,
-            what="the restarted kubelet to re-create the sandbox",
-            interval=0.25,
-        )
-        stack.cluster.wait_running(run.pod["metadata"]["namespace"], run.pod["metadata"]["name"])
+        run.kill_sandbox("the restarted kubelet to re-create the sandbox")
         again = run.observe()
         assert stack.kubelet.prepare_calls() == prepares + 1
         _same_network(before, again)

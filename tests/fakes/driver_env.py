@@ -86,8 +86,9 @@ class Env:
         self.sleeps: list[float] = []
         self.restart()
 
-    def restart(self) -> None:
-        self.checkpoint = PreparedClaims(FileStorage(self.tmp / "checkpoint.json"))
+    def restart(self, checkpoint: PreparedClaims | None = None) -> None:
+        """A new driver process on the node's files, or on `checkpoint` when given."""
+        self.checkpoint = checkpoint or PreparedClaims(FileStorage(self.tmp / "checkpoint.json"))
         self.devices = HostDevices(
             node_name=NODE,
             inventory=self.inventory.get,

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from sriov_contract.errors import ReasonedError
 from sriov_contract.identity import config_sha256
 from sriov_contract.keys import NETWORKS_ANNOTATION, REGISTRY_ANNOTATION
-from sriov_dra.core import claimrecord
+from sriov_dra.core import checkpointrecovery, claimrecord
 from sriov_dra.core.selection import ManagedBinding, merge_managed_selections, release_claim_selections
 from sriov_dra.core.shadowconfig import render_shadow_config
 from sriov_dra.state import checkpoint
@@ -255,6 +255,26 @@ def test_fuzz_checkpoint_decode(raw: bytes) -> None:
     event("accepted")
     # Whatever is accepted survives its own encoding unchanged.
     assert claimrecord.decode(claimrecord.encode(records)) == records
+
+
+@given(damaged_checkpoints(), st.one_of(st.none(), damaged_checkpoints()))
+def test_fuzz_a_damaged_checkpoint_never_stops_a_start(current: bytes, previous: bytes | None) -> None:
+    """Only an unknown version, which is not damage, may stop a start; anything else picks a generation."""
+    try:
+        start = checkpointrecovery.starting_point(
+            current, previous, current_path="/c/checkpoint.json", previous_path="/c/checkpoint.prev.json"
+        )
+    except claimrecord.CheckpointError as err:
+        assert_typed(err)
+        assert err.reason in ("UnknownCheckpointVersion", "UnknownManagedBindingVersion")
+        return
+    event(start.generation)
+    assert start.generation in (
+        checkpointrecovery.CURRENT,
+        checkpointrecovery.PREVIOUS,
+        checkpointrecovery.EMPTY,
+    )
+    assert (start.generation == checkpointrecovery.CURRENT) == (not start.damaged)
 
 
 @pytest.fixture(scope="module")

@@ -219,13 +219,27 @@ def test_prepare_unprepare_round_trip_restart_and_bad_claim(
     assert json.loads(agent.checkpoint.read_text())["data"]["claims"] == {}
 
 
-def test_corrupt_checkpoint_fails_start_up_and_deletes_nothing(agent) -> None:
+def test_a_checkpoint_of_an_unknown_version_stops_start_up_and_deletes_nothing(agent) -> None:
+    """A newer build wrote it: starting without it would forget that build's claims."""
     agent.checkpoint.parent.mkdir(parents=True, exist_ok=True)
-    agent.checkpoint.write_bytes(b'{"version":1,"checksum":"00","data":{"claims":{}}}')
+    agent.checkpoint.write_bytes(b'{"version":9,"checksum":"00","data":{"claims":{}}}')
     before = agent.checkpoint.read_bytes()
     proc = agent.start()
     assert proc.wait(60) == 2
     out = agent.output()
-    assert "CorruptCheckpoint" in out and "Traceback" not in out
+    assert "UnknownCheckpointVersion" in out and "Traceback" not in out
     assert agent.checkpoint.read_bytes() == before
     assert not (agent.dirs.registry / f"{DRIVER}-reg.sock").exists()
+
+
+def test_a_corrupt_checkpoint_is_moved_aside_and_the_driver_starts(agent, fake_kubelet_factory) -> None:
+    agent.checkpoint.parent.mkdir(parents=True, exist_ok=True)
+    agent.checkpoint.write_bytes(b'{"version":1,"checksum":"00","data":{"claims":{}}}')
+    before = agent.checkpoint.read_bytes()
+    agent.start()
+    fake_kubelet_factory(agent.dirs.registry, timeout=30).register()
+    (moved,) = agent.checkpoint.parent.glob("checkpoint.json.damaged-*")
+    assert moved.read_bytes() == before  # evidence kept, never deleted
+    assert json.loads(agent.checkpoint.read_text())["data"]["claims"] == {}
+    out = agent.output()
+    assert "CheckpointRecovered" in out and "Traceback" not in out

@@ -1,0 +1,73 @@
+"""Opening the checkpoint at start-up, and the start from a damaged one (issue 35 item 5).
+
+A sound current file is simply read. Otherwise the decision (sriov_dra.core.checkpointrecovery)
+names the generation to start from; in managed mode the bindings it lacks are rebuilt from this
+node's shadows and claims (sriov_dra.core.rebuild) before anything is moved or written, so a start
+that dies half-way (the API unreachable, say) finds the same files and does the same again. Only
+then are the damaged files moved aside, the starting records written as the current generation,
+the recovery recorded for `sriov-dra inspect node` and told (the caller's `tell`: a Warning log
+line, a metric and an Event on the Node). Repair's first pass, which runs before the plugin
+serves, reconciles the records against the API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from sriov_dra.core.checkpointrecovery import Recovery
+from sriov_dra.core.rebuild import Rebuild, rebuild
+from sriov_dra.ports import ClaimLister, PodLister, ShadowLister
+from sriov_dra.state.checkpoint import GenerationFiles, PreparedClaims, RecoveryLog
+
+
+@dataclass(frozen=True)
+class ApiListings:
+    """What a rebuild lists: this node's shadows, every claim, this node's Pods."""
+
+    shadows: ShadowLister
+    claims: ClaimLister
+    pods: PodLister
+
+
+def open_checkpoint(
+    files: GenerationFiles,
+    *,
+    node_name: str,
+    node_uid: str,
+    listings: ApiListings | None,
+    pci_of: Mapping[str, str],
+    now: datetime,
+    tell: Callable[[Recovery], None],
+) -> PreparedClaims:
+    """The checkpoint to serve from; `listings` is None where nothing can be rebuilt (plain mode)."""
+    start = files.decide()
+    if not start.recovered:
+        return PreparedClaims(files, str(files.path), records=start.records)
+    rebuilt = Rebuild((), ())
+    if listings is not None:
+        rebuilt = rebuild(
+            listings.shadows.list_shadows(node_uid),
+            start.records,
+            {str(c["metadata"]["uid"]): c for c in listings.claims.list_claims()},
+            {str(p["metadata"]["uid"]): p for p in listings.pods.list_node_pods(node_name)},
+            node_name=node_name,
+            node_uid=node_uid,
+            pci_of=pci_of,
+        )
+    moved = files.quarantine(start, now.strftime("%Y%m%dT%H%M%SZ"))
+    records = {**start.records, **{r.claim_uid: r for r in rebuilt.records}}
+    checkpoint = PreparedClaims(files, str(files.path), records=records)
+    checkpoint.persist()
+    recovery = Recovery(
+        time=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        node=node_name,
+        start=start,
+        moved=moved,
+        rebuilt=tuple(r.claim_uid for r in rebuilt.records),
+        not_rebuilt=rebuilt.not_rebuilt,
+    )
+    RecoveryLog(files.path).write(recovery.to_json())
+    tell(recovery)
+    return checkpoint
