@@ -387,3 +387,36 @@ def test_kubelet_killed_during_prepare_converges_after_its_restart(thick_stack: 
             refs = stop_pod(stack, pairs.pod)
         checks = teardown_checks(stack, pairs, refs)
         assert all(c.status == PASS for c in checks), render_checks(checks)
+
+
+def test_pods_deleted_while_the_driver_is_down_are_released_when_it_returns(thick_stack: Stack) -> None:
+    """Issue 35 item 3, dranet's case: the driver stops, and its Pod is deleted meanwhile. The
+    kubelet tears the sandbox down (CNI DEL) but cannot unprepare, so the shadows stay protected
+    and the checkpoint keeps the claim; once the driver is back and registered, the release
+    completes and nothing is left on the node."""
+    stack = thick_stack
+    pairs = pairs_workload(stack.fake_node, stack.cni.whereabouts_ipam())
+    with applied(stack, pairs) as sources:
+        run = start_pod(stack, pairs, pairs.pod, sources)
+        run.observe()  # records the sandbox and its veths for the teardown checks
+        key = _pod_key(run)
+        driver = stack.host_driver
+        driver.stop()
+        try:
+            stack.cluster.core.delete_namespaced_pod(pairs.pod["metadata"]["name"], pairs.namespace)
+            wait_for(
+                lambda: stack.cni.daemon_answers("DEL", key) >= 1,
+                CLEANUP_TIMEOUT,
+                what="the kubelet's CNI DEL of the deleted Pod",
+            )
+            held = stack.cluster.shadows(pairs.namespace)
+            assert len(held) == 2, held
+            assert all(keys.PROTECTION_FINALIZER in (s["metadata"].get("finalizers") or []) for s in held)
+            assert stack.driver.checkpoint_claims(), "the stopped driver's checkpoint lost the claim"
+        finally:
+            before = driver.registrations()
+            driver.start()
+            driver.wait_registered(before)
+        refs = stop_pod(stack, pairs.pod)
+        checks = teardown_checks(stack, pairs, refs)
+        assert all(c.status == PASS for c in checks), render_checks(checks)
