@@ -298,3 +298,56 @@ def test_a_redirect_from_outside_the_operator_namespace_is_refused(cluster, star
         cluster.objs.get_namespaced_custom_object(
             "k8s.cni.cncf.io", "v1", other, "network-attachment-definitions", "elsewhere"
         )
+
+
+def test_what_was_deleted_while_the_operator_was_down_is_cleaned_when_it_returns(
+    cluster, start_operator, testbed
+) -> None:
+    """Issue #35 item 8. No finalizer holds a SriovNetwork: the network controller's level-triggered
+    sweep (NADs whose owner marker no SriovNetwork stands for) and the policy controller's
+    desired-state diff find, on the first pass of a new process, what vanished in between. The
+    cross-namespace NAD is the case an ownerReference cannot cover."""
+    target = cluster.target_namespace()
+    a, b = two_rails(cluster, target)
+    cluster.put("sriovnetworks", network("local-net", None))
+    first = start_operator()
+    for policy in ("rail-a-policy", "rail-b-policy"):
+        cluster.wait_condition("sriovnetworknodepolicies", policy, DRA, "DRAConfigurationApplied")
+    cluster.wait_condition("sriovnetworks", "local-net", "Ready", "NetworkReady")
+    assert cluster.nad(target, "rail-b-net") is not None and cluster.nad(cluster.ns, "local-net") is not None
+    (node,) = cluster.nodes
+    b_attrs = f"dra-policy-{b['metadata']['uid']}-attrs"
+    assert b_attrs in cluster.generated("deviceattributes")
+    first.stop()
+
+    # While it is down: a rail's network and policy go, and so does a same-namespace network.
+    for plural, name in (
+        ("sriovnetworks", "rail-b-net"),
+        ("sriovnetworknodepolicies", "rail-b-policy"),
+        ("sriovnetworks", "local-net"),
+    ):
+        cluster.objs.delete_namespaced_custom_object(
+            "sriovnetwork.openshift.io", "v1", cluster.ns, plural, name
+        )
+    start_operator()
+    wait_for(
+        lambda: cluster.nad(target, "rail-b-net") is None,
+        20,
+        what=f"the cross-namespace NAD {target}/rail-b-net to be deleted",
+    )
+    wait_for(
+        lambda: b_attrs not in cluster.generated("deviceattributes"),
+        20,
+        what="the deleted policy's DeviceAttributes to be deleted",
+    )
+    configs = cluster.generated("sriovresourcepolicies")[node]["spec"]["configs"]
+    assert [c["deviceAttributesSelector"]["matchLabels"][UID_LABEL] for c in configs] == [a["metadata"]["uid"]]
+    # The same-namespace NAD goes too, by the sweep or by its ownerReference, whichever is first.
+    wait_for(
+        lambda: cluster.nad(cluster.ns, "local-net") is None,
+        30,
+        what="the same-namespace NAD to be deleted",
+    )
+    # What was not deleted is untouched and still ready.
+    assert cluster.nad(target, "rail-a-net") is not None
+    cluster.wait_condition("sriovnetworknodepolicies", "rail-a-policy", DRA, "DRAConfigurationApplied")
