@@ -49,6 +49,8 @@ BED_ROOT = Path("/run/auto-sriov-bed")
 BED_SYSFS = BED_ROOT / "sys"
 DRIVER_DAEMONSET = "sriov-dra-driver"
 CNI_DAEMONSET = "cni-shim"
+# The two DaemonSets every node runs, as (namespace, name).
+NODE_AGENTS = ((DRIVER_NAMESPACE, DRIVER_DAEMONSET), (CNI_NAMESPACE, CNI_DAEMONSET))
 DAEMON_CONFIG = "cni-shim-daemon-config"
 OPERATOR_DEPLOYMENT = "sriov-network-operator"
 NODE_STATE_DAEMONSET = "sriov-node-state"
@@ -386,14 +388,18 @@ class Installation:
         ]
         return live[0] if live else None
 
+    def ready_pod(self, namespace: str, daemonset: str, node: str) -> dict[str, Any] | None:
+        """The DaemonSet's current Pod on ``node`` when it is Ready."""
+        pod = self.pod_on(namespace, daemonset, node)
+        conditions = ((pod or {}).get("status") or {}).get("conditions") or []
+        return pod if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions) else None
+
     def wait_ready(self, node: str, explain: Callable[[], str] = lambda: "") -> None:
         """Both DaemonSets' Pods on ``node`` Ready."""
-        for namespace, name in ((DRIVER_NAMESPACE, DRIVER_DAEMONSET), (CNI_NAMESPACE, CNI_DAEMONSET)):
+        for namespace, name in NODE_AGENTS:
 
             def ready(namespace: str = namespace, name: str = name) -> bool:
-                pod = self.pod_on(namespace, name, node)
-                conditions = ((pod or {}).get("status") or {}).get("conditions") or []
-                return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+                return self.ready_pod(namespace, name, node) is not None
 
             try:
                 wait_for(

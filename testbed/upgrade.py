@@ -24,11 +24,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from testbed.deployment import CNI_NAMESPACE, DRIVER_NAMESPACE
 from testbed.installation import (
     CHART_DIR,
-    CNI_DAEMONSET,
-    DRIVER_DAEMONSET,
+    NODE_AGENTS,
     RELEASE,
     Installation,
     ProductImage,
@@ -227,13 +225,8 @@ class RollingUpgrade:
         self.report.phases.append(Phase(name, time.monotonic() - started, pods_before, self.soak.created))
 
     def _runs(self, node: str, refs: set[str]) -> bool:
-        for namespace, daemonset in ((DRIVER_NAMESPACE, DRIVER_DAEMONSET), (CNI_NAMESPACE, CNI_DAEMONSET)):
-            pod = self.installation.pod_on(namespace, daemonset, node)
-            if pod is None:
-                return False
-            if {c["image"] for c in pod["spec"]["containers"]} - refs:
-                return False
-            conditions = (pod.get("status") or {}).get("conditions") or []
-            if not any(c["type"] == "Ready" and c["status"] == "True" for c in conditions):
+        for namespace, daemonset in NODE_AGENTS:
+            pod = self.installation.ready_pod(namespace, daemonset, node)
+            if pod is None or {c["image"] for c in pod["spec"]["containers"]} - refs:
                 return False
         return True

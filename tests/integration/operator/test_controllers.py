@@ -341,7 +341,9 @@ def test_what_was_deleted_while_the_operator_was_down_is_cleaned_when_it_returns
         what="the deleted policy's DeviceAttributes to be deleted",
     )
     configs = cluster.generated("sriovresourcepolicies")[node]["spec"]["configs"]
-    assert [c["deviceAttributesSelector"]["matchLabels"][UID_LABEL] for c in configs] == [a["metadata"]["uid"]]
+    assert [c["deviceAttributesSelector"]["matchLabels"][UID_LABEL] for c in configs] == [
+        a["metadata"]["uid"]
+    ]
     # The same-namespace NAD goes too, by the sweep or by its ownerReference, whichever is first.
     wait_for(
         lambda: cluster.nad(cluster.ns, "local-net") is None,

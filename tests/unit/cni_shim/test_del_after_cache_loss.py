@@ -44,14 +44,21 @@ def _attached(shim, *shadows: dict[str, Any]) -> None:
     shim.kube.reads.clear()
 
 
+@pytest.fixture
+def two_shadows(shim) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Two attached shadows, dra0 on 0000:03:00.1 and dra1 on 0000:03:00.2."""
+    one = managed_shadow(namespace=NS, pod_name="pod1")
+    two = managed_shadow(namespace=NS, pod_name="pod1", seed="b", interface="dra1", pci="0000:03:00.2")
+    _attached(shim, one, two)
+    return one, two
+
+
 def _errors(shim) -> list[str]:
     return [msg for level, msg in shim.log.lines if level == "error"]
 
 
-def test_the_shadows_frozen_configs_are_deleted_on_their_interfaces(shim):
-    one = managed_shadow(namespace=NS, pod_name="pod1")
-    two = managed_shadow(namespace=NS, pod_name="pod1", seed="b", interface="dra1", pci="0000:03:00.2")
-    _attached(shim, one, two)
+def test_the_shadows_frozen_configs_are_deleted_on_their_interfaces(shim, two_shadows):
+    one, _ = two_shadows
     out = _run(shim, "DEL")
     assert out.status == 0, out.stdout
     # The cluster network too, which ADD ran first: only a Pod of ours has shadows.
@@ -126,10 +133,7 @@ def test_a_failed_list_is_logged_with_its_reason_and_the_del_succeeds(shim):
     assert any("ShadowTeardownIncomplete" in m and "KubeApiUnavailable" in m for m in _errors(shim))
 
 
-def test_a_failed_delegate_del_is_logged_and_the_del_still_succeeds(shim):
-    one = managed_shadow(namespace=NS, pod_name="pod1")
-    two = managed_shadow(namespace=NS, pod_name="pod1", seed="b", interface="dra1", pci="0000:03:00.2")
-    _attached(shim, one, two)
+def test_a_failed_delegate_del_is_logged_and_the_del_still_succeeds(shim, two_shadows):
     shim.executor.failures[("sriov", "DEL")] = CniError("DelegateFailed", "VF busy", 11)
     out = _run(shim, "DEL")
     assert out.status == 0, out.stdout
