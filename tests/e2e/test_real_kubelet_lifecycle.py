@@ -389,11 +389,16 @@ def test_kubelet_killed_during_prepare_converges_after_its_restart(thick_stack: 
         assert all(c.status == PASS for c in checks), render_checks(checks)
 
 
-def test_pods_deleted_while_the_driver_is_down_are_released_when_it_returns(thick_stack: Stack) -> None:
+@pytest.mark.parametrize("grace", [None, 0], ids=["deleted", "force-deleted"])
+def test_pods_deleted_while_the_driver_is_down_are_released_when_it_returns(
+    thick_stack: Stack, grace: int | None
+) -> None:
     """Issue 35 item 3, dranet's case: the driver stops, and its Pod is deleted meanwhile. The
     kubelet tears the sandbox down (CNI DEL) but cannot unprepare, so the shadows stay protected
     and the checkpoint keeps the claim; once the driver is back and registered, the release
-    completes and nothing is left on the node."""
+    completes and nothing is left on the node. Force-deleted (NVIDIA's suite's case), the Pod is
+    gone from the API at once and its claim's reservation with it; the kubelet still owes the
+    unprepare."""
     stack = thick_stack
     pairs = pairs_workload(stack.fake_node, stack.cni.whereabouts_ipam())
     with applied(stack, pairs) as sources:
@@ -403,7 +408,9 @@ def test_pods_deleted_while_the_driver_is_down_are_released_when_it_returns(thic
         driver = stack.host_driver
         driver.stop()
         try:
-            stack.cluster.core.delete_namespaced_pod(pairs.pod["metadata"]["name"], pairs.namespace)
+            stack.cluster.core.delete_namespaced_pod(
+                pairs.pod["metadata"]["name"], pairs.namespace, grace_period_seconds=grace
+            )
             wait_for(
                 lambda: stack.cni.daemon_answers("DEL", key) >= 1,
                 CLEANUP_TIMEOUT,
