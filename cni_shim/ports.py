@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+T = TypeVar("T")
 
 
 class Executor(Protocol):
@@ -12,6 +14,13 @@ class Executor(Protocol):
     def execute(
         self, plugin: str, search_path: Sequence[str], env: Mapping[str, str], stdin: bytes
     ) -> bytes: ...
+
+
+class Fanout(Protocol):
+    """Runs tasks at once, at most `limit` at a time; each answer (a value or the exception it
+    raised) at its task's index (sriov_lib.fanout.run)."""
+
+    def __call__(self, tasks: Sequence[Callable[[], T]], limit: int) -> list[T | BaseException]: ...
 
 
 class CacheStore(Protocol):

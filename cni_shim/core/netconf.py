@@ -25,6 +25,7 @@ DEFAULT_BIN_DIR = "/opt/cni/bin"
 DEFAULT_SYSFS_ROOT = "/sys"
 # Where the kubelet's device manager keeps its allocations (cni_shim.core.kubeletcheckpoint).
 DEFAULT_DEVICE_CHECKPOINT = "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
+DEFAULT_MAX_PARALLEL_DELEGATES = 8
 # Only these runtime capability args survive into delegates (Multus's RuntimeConfig struct).
 RUNTIME_CONFIG_KEYS = (
     "portMappings",
@@ -62,6 +63,8 @@ _KNOWN = (
     "sysfsRoot",
     "deviceCheckpointFile",
     "staticDeviceNamespaces",
+    "maxParallelDelegates",
+    "parallelOrdinaryDelegates",
     "prevResult",
     "cni.dev/valid-attachments",
     "cni.dev/attachments",
@@ -95,6 +98,11 @@ class NetConf(TypedTuple):
     device_checkpoint_file: str = DEFAULT_DEVICE_CHECKPOINT
     # Namespaces whose Pods may take devices by name (static deviceID NADs): the administrator's opt-out.
     static_device_namespaces: tuple[str, ...] = ()
+    # How many delegates of one Pod may run at once (cni_shim.core.delegatewaves); 1 is Multus's
+    # serial order. Eight covers an eight-rail Pod's shadows in one wave.
+    max_parallel_delegates: int = DEFAULT_MAX_PARALLEL_DELEGATES
+    # Whether ordinary NADs (not managed shadows) may overlap too: the administrator's opt-in.
+    parallel_ordinary_delegates: bool = False
     valid_attachments: tuple[tuple[str, str], ...] | None = None
 
 
@@ -138,6 +146,13 @@ def _strings(raw: dict[str, Any], key: str, default: tuple[str, ...]) -> tuple[s
     if not all(isinstance(v, str) for v in value):
         raise CniError(reasons.INVALID_NETWORK_CONFIG, f"{key} must be a list of strings", DECODE_FAILURE)
     return tuple(value)
+
+
+def _parallelism(raw: dict[str, Any]) -> int:
+    value = raw.get("maxParallelDelegates", DEFAULT_MAX_PARALLEL_DELEGATES)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise config_error(f"maxParallelDelegates must be a whole number of at least 1, got {value!r:.80}")
+    return value
 
 
 def _attachments(raw: dict[str, Any]) -> tuple[tuple[str, str], ...] | None:
@@ -206,6 +221,8 @@ def load(raw: dict[str, Any]) -> NetConf:
         device_checkpoint_file=_typed(raw, "deviceCheckpointFile", str, DEFAULT_DEVICE_CHECKPOINT)
         or DEFAULT_DEVICE_CHECKPOINT,
         static_device_namespaces=_strings(raw, "staticDeviceNamespaces", ()),
+        max_parallel_delegates=_parallelism(raw),
+        parallel_ordinary_delegates=_typed(raw, "parallelOrdinaryDelegates", bool, False),
         valid_attachments=_attachments(raw),
     )
     if "prevResult" in raw and raw["prevResult"] is not None:

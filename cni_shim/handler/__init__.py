@@ -18,6 +18,7 @@ from cni_shim.core.netconf import NetConf
 from cni_shim.errors import IO_FAILURE, CniError
 from cni_shim.handler.context import Context
 from sriov_lib import quickjson
+from sriov_lib.fanout import run as run_at_once
 from sriov_lib.typedtuple import TypedTuple
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
         ConfFiles,
         EventSink,
         Executor,
+        Fanout,
         KubeApi,
         Log,
         NodeDevices,
@@ -71,6 +73,8 @@ class Services(TypedTuple):
     # The node's VFs and device-plugin allocations (cni_shim.handler.devicegate), built only when a
     # Pod's network names a device; None: a node without SR-IOV, where no name is a VF.
     devices_for: Callable[[NetConf], NodeDevices] | None = None
+    # Runs one wave of delegates (cni_shim.core.delegatewaves) at once; tests plug in an order.
+    fanout: Fanout = run_at_once
 
 
 def handle(req: protocol.Request, svc: Services) -> Json | None:

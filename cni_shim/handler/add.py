@@ -3,10 +3,10 @@ failure), then write the Pod's network-status and hand over its Events."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from cni_shim import reasons
-from cni_shim.core import delegateplan, netstatus, podevents, results
+from cni_shim.core import delegateplan, delegatewaves, netstatus, podevents, results
 from cni_shim.core.network import Network
 from cni_shim.errors import INTERNAL, TRY_AGAIN_LATER, ApiError, CniError
 from cni_shim.handler import devicegate
@@ -66,40 +66,81 @@ def add(ctx: Context) -> Json:
 
 
 def _run_delegates(ctx: Context, the_plan: delegateplan.Plan, pod: Json | None) -> tuple[Json, list[Json]]:
-    """ADD each delegate in order; returns the master's result and the network-status entries."""
+    """ADD every delegate, a wave at a time (cni_shim.core.delegatewaves); returns the master's
+    result and the network-status entries.
+
+    Whatever ran at once, the answers are read in plan order: the first failure in that order is
+    the ADD's error and what follows it in its wave is rolled back with it, so the error, the
+    Events, network-status and the cache are what the serial order gives.
+    """
     runner = Runner(ctx.svc.executor, ctx.store)
     master_result: Json | None = None
     entries: list[Json] = []
-    for idx, d in enumerate(the_plan.delegates):
-        net = d.network()
-        try:
-            if idx == 0:
-                _check_netns(ctx, net, d.ifname)
-            result = runner.add(net, d.cni_version, runtime_conf(ctx, the_plan, d, adding=True))
-        except CniError as exc:
-            _rollback(ctx, the_plan, idx)
-            # Multus wraps the delegate's error with %v: its text survives, its code becomes 999.
-            raise exc.wrap(
-                f'[{ctx.pod_args.label()}:{net.name}]: error adding container to network "{net.name}": ',
-                INTERNAL,
-            ) from exc
-        if d.route_override and (result.get("interfaces") or result.get("ips")):
-            rt = runtime_conf(ctx, the_plan, d, adding=True)
-            with multus_context(ctx.cmd_err()):  # no rollback: Multus leaves the delegates added
-                ctx.svc.routes.replace_defaults(rt.netns, d.ifname, d.default_route)
-            runner.rewrite_default_routes(net, d.cni_version, rt, d.default_route)
-        ctx.log.verbose(
-            f"Add: {ctx.pod_args.label()}:{d.name}({net.name}):{d.ifname} {quickjson.dumps(result)}"
-        )
-        if pod is not None:
-            message = podevents.added_interface_message(d.ifname, result, d.name)
-            if message is not None:
-                ctx.record_event(pod, podevents.NORMAL, podevents.ADDED_INTERFACE, message)
-        if master_result is None or d.master:
-            master_result = result
-        entries.extend(netstatus.statuses(result, d.name, d.master))
+    plan_waves = delegatewaves.waves(
+        the_plan.delegates,
+        limit=ctx.conf.max_parallel_delegates,
+        ordinary=ctx.conf.parallel_ordinary_delegates,
+    )
+    for wave in plan_waves:
+        if wave[0] == 0:
+            _check_netns_or_roll_back(ctx, the_plan)
+        answers = _add_wave(ctx, runner, the_plan, wave)
+        for pos, idx in enumerate(wave):
+            d, answer = the_plan.delegates[idx], answers[pos]
+            net = d.network()
+            if isinstance(answer, CniError):
+                failed = {
+                    i for i, a in zip(wave[pos:], answers[pos:], strict=True) if isinstance(a, CniError)
+                }
+                _rollback(ctx, the_plan, wave[-1], failed)
+                # Multus wraps the delegate's error with %v: its text survives, its code becomes 999.
+                raise answer.wrap(
+                    f'[{ctx.pod_args.label()}:{net.name}]: error adding container to network "{net.name}": ',
+                    INTERNAL,
+                ) from answer
+            if isinstance(answer, BaseException):
+                raise answer
+            result = answer
+            if d.route_override and (result.get("interfaces") or result.get("ips")):
+                rt = runtime_conf(ctx, the_plan, d, adding=True)
+                with multus_context(ctx.cmd_err()):  # no rollback: Multus leaves the delegates added
+                    ctx.svc.routes.replace_defaults(rt.netns, d.ifname, d.default_route)
+                runner.rewrite_default_routes(net, d.cni_version, rt, d.default_route)
+            ctx.log.verbose(
+                f"Add: {ctx.pod_args.label()}:{d.name}({net.name}):{d.ifname} {quickjson.dumps(result)}"
+            )
+            if pod is not None:
+                message = podevents.added_interface_message(d.ifname, result, d.name)
+                if message is not None:
+                    ctx.record_event(pod, podevents.NORMAL, podevents.ADDED_INTERFACE, message)
+            if master_result is None or d.master:
+                master_result = result
+            entries.extend(netstatus.statuses(result, d.name, d.master))
     assert master_result is not None  # a plan always has a master delegate
     return master_result, entries
+
+
+def _add_wave(
+    ctx: Context, runner: Runner, the_plan: delegateplan.Plan, wave: delegatewaves.Wave
+) -> list[Json | BaseException]:
+    def task(d: delegateplan.PlannedDelegate) -> Callable[[], Json]:
+        return lambda: runner.add(d.network(), d.cni_version, runtime_conf(ctx, the_plan, d, adding=True))
+
+    return ctx.svc.fanout([task(the_plan.delegates[idx]) for idx in wave], ctx.conf.max_parallel_delegates)
+
+
+def _check_netns_or_roll_back(ctx: Context, the_plan: delegateplan.Plan) -> None:
+    """The netns check counts as the first delegate's ADD failing (Multus's DelegateAdd order)."""
+    d = the_plan.delegates[0]
+    net = d.network()
+    try:
+        _check_netns(ctx, net, d.ifname)
+    except CniError as exc:
+        _rollback(ctx, the_plan, 0, {0})
+        raise exc.wrap(
+            f'[{ctx.pod_args.label()}:{net.name}]: error adding container to network "{net.name}": ',
+            INTERNAL,
+        ) from exc
 
 
 def _is_static_pod(pod: Mapping[str, Any]) -> bool:
@@ -154,21 +195,24 @@ def _check_netns(ctx: Context, net: Network, ifname: str) -> None:
     )
 
 
-def _rollback(ctx: Context, p: delegateplan.Plan, failed: int) -> None:
-    """Undo delegates failed..0 in reverse (the failing one included); their errors are only logged.
+def _rollback(ctx: Context, p: delegateplan.Plan, last: int, failed: set[int]) -> None:
+    """Undo delegates last..0 in reverse (those whose ADD failed included); their errors are only
+    logged. `failed` are the indexes whose ADD failed: one in the serial order, possibly more in a
+    wave that ran at once.
 
     The cache then keeps only what is still attached, so the runtime's DEL after a failed ADD
     does not repeat a teardown that non-idempotent plugins (host-device) would refuse.
     """
     from cni_shim.handler.replay import delete_plan, remaining  # noqa: PLC0415 - a successful ADD never tears down
 
-    attempted = p._replace(delegates=p.delegates[: failed + 1])
+    attempted = p._replace(delegates=p.delegates[: last + 1])
     failures = delete_plan(ctx, attempted)
     for d, exc in failures:
         ctx.log.error(f"{ctx.prefix()}rollback of delegate {d.name} failed: {exc}")
-    # The delegate whose ADD failed may refuse a DEL of what it never made; only retain the
+    # A delegate whose ADD failed may refuse a DEL of what it never made; only retain the
     # ones that were attached and could not be detached.
-    attached = [(d, exc) for d, exc in failures if d is not p.delegates[failed]]
+    never_made = {id(p.delegates[i]) for i in failed}
+    attached = [(d, exc) for d, exc in failures if id(d) not in never_made]
     ctx.store.save_plan(p.container_id, remaining(p, attached).to_bytes())
 
 

@@ -5,9 +5,9 @@ No Pod or NAD is read here, so teardown works after every API object is gone.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from cni_shim.core import cniargs, delegateplan
+from cni_shim.core import cniargs, delegateplan, delegatewaves
 from cni_shim.core.network import Network
 from cni_shim.errors import INTERNAL, CniError
 from cni_shim.handler.context import Context, request_plan, runtime_conf
@@ -37,16 +37,28 @@ def load_plan(ctx: Context, container_id: str) -> delegateplan.Plan | None:
 
 
 def delete_plan(ctx: Context, p: delegateplan.Plan) -> list[tuple[delegateplan.PlannedDelegate, CniError]]:
-    """DEL every delegate, last first, carrying on past failures (Multus delPlugins)."""
+    """DEL every delegate, last first, carrying on past failures (Multus delPlugins). The waves ADD
+    ran at once are deleted at once too; the failures come back in the serial order."""
     runner = Runner(ctx.svc.executor, ctx.store)
     failures = []
-    for d in reversed(p.delegates):
-        net = d.network()
-        try:
-            runner.delete(net, d.cni_version, runtime_conf(ctx, p, d, adding=False))
-        except CniError as exc:
-            failures.append((d, exc.wrap(verb_context("Del", net))))
+    limit = ctx.conf.max_parallel_delegates
+    for wave in delegatewaves.teardown_waves(
+        p.delegates, limit=limit, ordinary=ctx.conf.parallel_ordinary_delegates
+    ):
+        members = [p.delegates[idx] for idx in wave]
+        answers = ctx.svc.fanout([_deletion(ctx, runner, p, d) for d in members], limit)
+        for d, answer in zip(members, answers, strict=True):
+            if isinstance(answer, CniError):
+                failures.append((d, answer.wrap(verb_context("Del", d.network()))))
+            elif isinstance(answer, BaseException):
+                raise answer
     return failures
+
+
+def _deletion(
+    ctx: Context, runner: Runner, p: delegateplan.Plan, d: delegateplan.PlannedDelegate
+) -> Callable[[], None]:
+    return lambda: runner.delete(d.network(), d.cni_version, runtime_conf(ctx, p, d, adding=False))
 
 
 def remaining(

@@ -213,6 +213,28 @@ class Whereabouts:
     def pool_name(self, network_name: str, cidr: str) -> str:
         return f"{network_name}-{cidr.replace(':', '-').replace('/', '-')}"
 
+    def allocations(self, api_client: Any, network_name: str, cidr: str) -> dict[str, Any]:
+        """The pool's allocations on the API server; none when the pool does not exist."""
+        from kubernetes import client  # noqa: PLC0415 - keep the Kubernetes client out of unit runs
+        from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
+
+        from testbed.apiobjects import as_object  # noqa: PLC0415
+
+        api = client.CustomObjectsApi(api_client)
+        try:
+            pool = api.get_namespaced_custom_object(
+                "whereabouts.cni.cncf.io",
+                "v1alpha1",
+                self.namespace,
+                "ippools",
+                self.pool_name(network_name, cidr),
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return {}
+            raise
+        return as_object(pool)["spec"].get("allocations") or {}
+
 
 @pytest.fixture(scope="session")
 def whereabouts(testbed: Any, tool_dirs: ToolSet, tmp_path_factory: pytest.TempPathFactory) -> Whereabouts:

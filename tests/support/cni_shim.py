@@ -10,10 +10,10 @@ import json
 import os
 import secrets
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -22,7 +22,11 @@ from cni_shim.core.netconf import NetConf
 from cni_shim.handler import Services
 from cni_shim.node.cache import FileCacheStore
 from cni_shim.node.conffiles import NodeConfFiles
+from cni_shim.ports import Fanout
+from sriov_lib.fanout import run as run_at_once
 from tests.fakes.cni_ports import FakeClock, FakeExecutor, FakeKube, FakeNodeDevices, FakeRoutes, ListLog
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -34,6 +38,11 @@ class Outcome:
     @property
     def json(self) -> Any:
         return json.loads(self.stdout) if self.stdout.strip() else None
+
+
+def in_order(tasks: Sequence[Callable[[], T]], limit: int) -> list[T | BaseException]:
+    """A fanout that runs a wave's tasks one after another, in the wave's order."""
+    return run_at_once(tasks, 1)
 
 
 class ShimHarness:
@@ -53,6 +62,9 @@ class ShimHarness:
         self.missing_netns: set[str] = set()
         # The node's VFs and device-plugin allocations; None: a node without SR-IOV.
         self.devices: FakeNodeDevices | None = None
+        # How a wave of delegates runs: by default one after another in the wave's order, so the
+        # fake executor's call list is deterministic; the concurrency tests plug in their orders.
+        self.fanout: Fanout = in_order
 
     def services(self, env: Mapping[str, str]) -> Services:
         def kube_for(conf: NetConf) -> FakeKube | None:
@@ -73,6 +85,7 @@ class ShimHarness:
                 else None
             ),
             devices_for=None if self.devices is None else self._devices,
+            fanout=self.fanout,
         )
 
     def _devices(self, conf: NetConf) -> FakeNodeDevices:

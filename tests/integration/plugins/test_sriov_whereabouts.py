@@ -4,31 +4,11 @@ import ipaddress
 import secrets
 
 import pytest
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
-from testbed.apiobjects import as_object
 from testbed.netlinks import ipv4_addresses, ns_links
 from tests.support.cni import assert_vf_home, run_cni
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
-
-
-def allocations(testbed, whereabouts, network_name, cidr):
-    api = client.CustomObjectsApi(testbed.api_client)
-    try:
-        pool = api.get_namespaced_custom_object(
-            "whereabouts.cni.cncf.io",
-            "v1alpha1",
-            whereabouts.namespace,
-            "ippools",
-            whereabouts.pool_name(network_name, cidr),
-        )
-    except ApiException as exc:
-        if exc.status == 404:
-            return {}
-        raise
-    return as_object(pool)["spec"].get("allocations") or {}
 
 
 def test_whereabouts_allocation_shows_in_ippool_and_is_gone_after_del(
@@ -75,7 +55,7 @@ def test_whereabouts_allocation_shows_in_ippool_and_is_gone_after_del(
     for ifname, (network, vf, _) in confs.items():
         (address,) = ipv4_addresses(links[ifname])
         assert ipaddress.ip_interface(address).network == ipaddress.ip_network(vf.subnet)
-        entries = allocations(testbed, whereabouts, network, vf.subnet)
+        entries = whereabouts.allocations(testbed.api_client, network, vf.subnet)
         assert [(e["id"], e["ifname"], e["podref"]) for e in entries.values()] == [
             ("c-wb", ifname, "default/h4-pod")
         ]
@@ -88,6 +68,6 @@ def test_whereabouts_allocation_shows_in_ippool_and_is_gone_after_del(
         delete = call("DEL", ifname)
         assert delete.returncode == 0, delete.stdout + delete.stderr
     for network, vf, _ in confs.values():
-        assert allocations(testbed, whereabouts, network, vf.subnet) == {}
+        assert whereabouts.allocations(testbed.api_client, network, vf.subnet) == {}
         assert_vf_home(vf)
     assert list(ns_links(ns)) == ["lo"]
