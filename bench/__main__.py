@@ -2,7 +2,7 @@
 
     python -m bench                      # the full run (about 15 minutes on 2 cores)
     python -m bench --quick              # small sizes, a couple of minutes
-    python -m bench --only cni,prepare   # a selection (cni, rails, prepare, scale, leak, operator)
+    python -m bench --only cni,prepare   # a selection (cni, rails, burst, prepare, scale, leak, operator)
 
 Results go to bench/results/<date>-<gitsha>.json with the machine's facts and every figure;
 issue #21's targets table ends the run (bench.report: figure, peer, ours, target, met/MISSED, and
@@ -26,7 +26,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench import daemon_leak, prepare, rails, scale, thick_compare
+from bench import burst, daemon_leak, prepare, rails, scale, thick_compare
 from bench import operator as operator_bench
 from bench.common import test_bed
 from bench.report import printout, targets, verdict
@@ -35,7 +35,7 @@ from testbed.tools import ToolSet
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
-BENCHES = ("cni", "rails", "prepare", "scale", "leak", "operator")
+BENCHES = ("cni", "rails", "burst", "prepare", "scale", "leak", "operator")
 
 
 def _run(*cmd: str) -> str:
@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, Callable[[TestBed, Path], Any]] = {
         "cni": lambda bed, work: thick_compare.measure(bed, tools, work, pick(opts.cycles, 200, 20), 5),
         "rails": lambda bed, work: rails.measure(bed, tools, work, pick(None, 30, 5), 3, rails.RAILS),
+        "burst": lambda bed, work: burst.measure(bed, tools, work, burst.PODS),
         "prepare": lambda bed, work: prepare.measure(
             bed, work, (1, 8, 32), pick(opts.prepare_repeats, 10, 2)
         ),
@@ -110,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     reports: dict[str, Callable[[Any], None]] = {
         "cni": thick_compare.report,
         "rails": rails.report,
+        "burst": burst.report,
         "prepare": prepare.report,
         "scale": scale.report,
         "leak": daemon_leak.report,

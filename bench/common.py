@@ -92,12 +92,12 @@ def summary(samples: Sequence[float]) -> dict[str, Any]:
     return {"n": len(ordered), "median": statistics.median(ordered), "p95": p95}
 
 
-def rss_kib(pid: int) -> int:
-    """Resident set size of a live process, from /proc."""
+def rss_kib(pid: int, field: str = "VmRSS") -> int:
+    """Resident set size of a live process, from /proc; `VmHWM` is its peak so far."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1])
-    raise RuntimeError(f"process {pid} reports no VmRSS")
+    raise RuntimeError(f"process {pid} reports no {field}")
 
 
 def standalone(prefix: str, run: Callable[[TestBed, ToolSet, Path], None]) -> int:

@@ -21,7 +21,7 @@ import os
 import secrets
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,11 +44,12 @@ DELEGATES: Mapping[str, dict[str, Any]] = {
 }
 
 
-def _pods(bed: TestBed, ns: str) -> list[tuple[str, str]]:
+def pods(bed: TestBed, ns: str, count: int = CLIENTS) -> list[tuple[str, str]]:
+    """`count` Pods on the bed's node in a new namespace `ns`, as (name, UID)."""
     core = client.CoreV1Api(bed.api_client)
     core.create_namespace(client.V1Namespace.model_validate({"metadata": {"name": ns}}))
     out = []
-    for i in range(CLIENTS):
+    for i in range(count):
         body = {
             "metadata": {"name": f"leak-{i}"},
             "spec": {
@@ -62,7 +63,7 @@ def _pods(bed: TestBed, ns: str) -> list[tuple[str, str]]:
     return out
 
 
-class _Target:
+class Target:
     """One daemon's socket and what a request to it carries (the shim's forwarded shape)."""
 
     def __init__(self, name: str, socket_path: str, bin_dir: Path, netns: str, conf: bytes) -> None:
@@ -75,7 +76,7 @@ class _Target:
         )
 
 
-def _request(daemon: _Target, command: str, ns: str, pod: tuple[str, str]) -> None:
+def request(daemon: Target, command: str, ns: str, pod: tuple[str, str]) -> None:
     name, uid = pod
     env = {
         "CNI_COMMAND": command,
@@ -91,15 +92,15 @@ def _request(daemon: _Target, command: str, ns: str, pod: tuple[str, str]) -> No
         raise SystemExit(f"{daemon.name} answered {command} with {status}: {payload[:500]!r}")
 
 
-def _run(daemon: _Target, ns: str, pods: list[tuple[str, str]], cycles: int) -> None:
+def _run(daemon: Target, ns: str, pods: list[tuple[str, str]], cycles: int) -> None:
     """`cycles` ADD+DEL pairs split over the clients, each on its own Pod."""
     failures: list[BaseException] = []
 
     def worker(pod: tuple[str, str], count: int) -> None:
         try:
             for _ in range(count):
-                _request(daemon, "ADD", ns, pod)
-                _request(daemon, "DEL", ns, pod)
+                request(daemon, "ADD", ns, pod)
+                request(daemon, "DEL", ns, pod)
         except BaseException as exc:  # surfaced to the main thread below
             failures.append(exc)
 
@@ -115,7 +116,7 @@ def _run(daemon: _Target, ns: str, pods: list[tuple[str, str]], cycles: int) -> 
         raise failures[0]
 
 
-def _sample(daemon: _Target, pid: int, ns: str, pods: list[tuple[str, str]], cycles: int) -> dict[str, Any]:
+def _sample(daemon: Target, pid: int, ns: str, pods: list[tuple[str, str]], cycles: int) -> dict[str, Any]:
     """RSS idle, after the warm-up and every cycles/SAMPLES cycles after it."""
     idle = rss_kib(pid)
     _run(daemon, ns, pods, WARMUP)
@@ -141,31 +142,58 @@ def _sample(daemon: _Target, pid: int, ns: str, pods: list[tuple[str, str]], cyc
 def measure(
     bed: TestBed, tools: ToolSet, work: Path, cycles: int, delegate: str, multus: bool = True
 ) -> dict[str, Any]:
+    ns = f"bench-leak-{secrets.token_hex(3)}"
+    residents = pods(bed, ns)
+    mine, peer = side_by_side(
+        bed,
+        tools,
+        work,
+        DELEGATES[delegate],
+        lambda target, pid: _sample(target, pid, ns, residents, cycles),
+        live=False,
+        multus=multus,
+    )
+    client.CoreV1Api(bed.api_client).delete_namespace(ns)
+    out: dict[str, Any] = {"cycles": cycles, "delegate": delegate, **mine}
+    if peer is not None:
+        out["multus_daemon"] = peer
+    return out
+
+
+def side_by_side(
+    bed: TestBed,
+    tools: ToolSet,
+    work: Path,
+    delegate: Mapping[str, Any],
+    run: Callable[[Target, int], dict[str, Any]],
+    *,
+    live: bool,
+    multus: bool,
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """`run` against cni-shim-daemon (informers on; `live` reads on ADD or not), then against
+    multus-daemon given the same delegate as its cluster network; each gets its Target and PID."""
     bin_dir = make_cni_bin_dir(work / "bin", tools)
-    user = f"bench-leak-{secrets.token_hex(2)}"
+    user = f"bench-{work.name}-{secrets.token_hex(2)}"
     kubeconfig = bed.issue_identity(user, user)
     bed.grant(user, DAEMON_RULES)
-    primary = {"cniVersion": "1.0.0", "name": "podnet", **DELEGATES[delegate]}
+    primary = {"cniVersion": "1.0.0", "name": "podnet", **delegate}
     config = {
         "binDir": str(bin_dir),
         "cniDir": str(work / "cache"),
         "kubeconfig": str(kubeconfig),
         "delegates": [primary],
-        "liveNetworkConfigOnAdd": False,
+        "liveNetworkConfigOnAdd": live,
     }
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
     env["NODE_NAME"] = bed.node_name
-    ns = f"bench-leak-{secrets.token_hex(3)}"
-    pods = _pods(bed, ns)
     conf = json.dumps({"cniVersion": "1.0.0", "name": "multus-cni-network", "type": "cni-shim"}).encode()
     (work / "daemon").mkdir()
-    out: dict[str, Any] = {"cycles": cycles, "delegate": delegate}
+    peer: dict[str, Any] | None = None
     with network_namespace() as netns:
         daemon = DaemonProc(work / "daemon", config, env).start()
         try:
             assert daemon.proc is not None
-            ours = _Target("cni-shim-daemon", daemon.socket_path, bin_dir, netns, conf)
-            out.update(_sample(ours, daemon.proc.pid, ns, pods, cycles))
+            mine = run(Target("cni-shim-daemon", daemon.socket_path, bin_dir, netns, conf), daemon.proc.pid)
         finally:
             daemon.stop()
         if multus:
@@ -173,12 +201,11 @@ def measure(
             peer_conf = {"binDir": str(bin_dir), "cniDir": str(work / "multus-cache"), "delegates": [primary]}
             with thick_compare.multus_daemon(bed, tools.require("multus"), work, peer_conf) as (sock, pid):
                 shim = {"cniVersion": "1.0.0", "name": "multus-cni-network", "type": "multus-shim"}
-                peer = _Target(
+                target = Target(
                     "multus-daemon", str(sock / "multus.sock"), bin_dir, netns, json.dumps(shim).encode()
                 )
-                out["multus_daemon"] = _sample(peer, pid, ns, pods, cycles)
-    client.CoreV1Api(bed.api_client).delete_namespace(ns)
-    return out
+                peer = run(target, pid)
+    return mine, peer
 
 
 def report(r: Mapping[str, Any]) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from bench import daemon_leak
 from bench import thick_compare as tc
+from bench.burst import PEAK_MIB
 from bench.rails import OURS_SERIAL
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "performance.md"
@@ -292,6 +293,35 @@ def _rails_rows(rails: Mapping[str, Any] | None) -> list[Row]:
     return out
 
 
+def _burst_row(burst: Mapping[str, Any] | None) -> Row:
+    """Issue 36: the daemon's peak memory when 100 ADDs arrive at once."""
+    figure = "daemon peak RSS, 100 ADDs at once then 100 DELs"
+    target = f"<= {PEAK_MIB} MiB and <= multus-daemon's, every request answered"
+    ours, peer = _get(burst, "cni-shim-daemon"), _get(burst, "multus-daemon")
+    if not isinstance(ours, Mapping):
+        return _absent(figure, target)
+
+    def text(m: Mapping[str, Any]) -> str:
+        return (
+            f"{m['rss_peak_kib'] / 1024:.1f} MiB, {m['add_answered'] + m['del_answered']}/{2 * m['requests']} "
+            f"answered"
+        )
+
+    answered = ours["add_answered"] == ours["del_answered"] == ours["requests"]
+    met = ours["rss_peak_kib"] <= PEAK_MIB * 1024 and answered
+    if isinstance(peer, Mapping):
+        met = met and ours["rss_peak_kib"] <= peer["rss_peak_kib"]
+    why = f"RSS idle {ours['rss_idle_kib'] / 1024:.1f}, after the ADDs {ours['rss_after_adds_kib'] / 1024:.1f} MiB"
+    return _row(
+        figure,
+        f"multus-daemon {text(peer)}" if isinstance(peer, Mapping) else NOT_MEASURED,
+        text(ours),
+        target,
+        met if isinstance(peer, Mapping) else None,
+        why,
+    )
+
+
 def targets(results: Mapping[str, Any]) -> list[Row]:
     """Issue #21's table: one row per target, measured or not, each with its peer in this run."""
     cni = results.get("cni")
@@ -303,6 +333,7 @@ def targets(results: Mapping[str, Any]) -> list[Row]:
         _prepare_row(results),
         _rss_row(results.get("leak")),
         *_rails_rows(results.get("rails")),
+        _burst_row(results.get("burst")),
     ]
 
 
