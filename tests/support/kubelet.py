@@ -4,6 +4,7 @@
 ``kubelet_dirs`` -> ``KubeletDirs(root, registry, plugins, cdi)`` under a short /tmp path (unix
 socket paths are limited to 107 bytes, which pytest's tmp_path easily exceeds).
 ``health_check(port, service, timeout)``: the status kubelet's gRPC probe of the driver would get.
+``watch_resources(socket)``: the resource-health stream kubelet reads from a DRA plugin.
 """
 
 from __future__ import annotations
@@ -31,6 +32,21 @@ def health_check(port: int, service: str = "", timeout: float = 10.0, host: str 
             response_deserializer=pb.HealthCheckResponse.FromString,
         )
         return int(call(pb.HealthCheckRequest(service=service), timeout=timeout).status)
+
+
+def watch_resources(socket: Path, timeout: float = 30.0) -> Any:
+    """Open the DRA resource-health stream on ``socket`` as kubelet 1.36 does; iterate it for
+    NodeWatchResourcesResponse messages, ``cancel()`` it when done."""
+    from sriov_dra.kubeletplugin.gen import dra_health_v1alpha1_pb2 as pb  # noqa: PLC0415 - after make gen
+
+    channel = grpc.insecure_channel(f"unix://{socket}")
+    stream = channel.unary_stream(
+        "/v1alpha1.DRAResourceHealth/NodeWatchResources",
+        request_serializer=pb.NodeWatchResourcesRequest.SerializeToString,
+        response_deserializer=pb.NodeWatchResourcesResponse.FromString,
+    )(pb.NodeWatchResourcesRequest(), timeout=timeout)
+    stream.add_done_callback(lambda _call: channel.close())
+    return stream
 
 
 @pytest.fixture

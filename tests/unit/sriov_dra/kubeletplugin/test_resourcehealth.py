@@ -9,6 +9,7 @@ from sriov_dra.kubeletplugin.api import DeviceHealthReport
 from sriov_dra.kubeletplugin.gen import dra_health_v1alpha1_pb2 as pb
 from sriov_dra.kubeletplugin.resourcehealth import TIMEOUT_SECONDS
 from sriov_dra.kubeletplugin.server import KubeletPlugin, SocketPaths
+from tests.support.kubelet import watch_resources
 from tests.unit.sriov_dra.kubeletplugin.test_server_and_health import RecordingService
 
 
@@ -37,20 +38,14 @@ def test_stream_sends_the_full_list_at_once_and_on_every_change(kubelet_dirs, fa
     try:
         info = fake_kubelet_factory(kubelet_dirs.registry).register()
         assert info.supported_versions == ["v1.DRAPlugin", "v1beta1.DRAPlugin", "v1alpha1.DRAResourceHealth"]
-        with grpc.insecure_channel(f"unix://{plugin.paths.dra_socket}") as channel:
-            watch = channel.unary_stream(
-                "/v1alpha1.DRAResourceHealth/NodeWatchResources",
-                request_serializer=pb.NodeWatchResourcesRequest.SerializeToString,
-                response_deserializer=pb.NodeWatchResourcesResponse.FromString,
-            )
-            stream = watch(pb.NodeWatchResourcesRequest(), timeout=30)
-            (first,) = next(stream).devices
-            assert (first.device.pool_name, first.device.device_name) == ("node-a", "0000-17-00-1")
-            assert first.health == pb.HEALTHY and first.health_check_timeout_seconds == TIMEOUT_SECONDS
-            feed.flip()
-            (second,) = next(stream).devices
-            assert second.health == pb.UNHEALTHY and second.message.startswith("PFLinkDown: ")
-            stream.cancel()
+        stream = watch_resources(plugin.paths.dra_socket)
+        (first,) = next(stream).devices
+        assert (first.device.pool_name, first.device.device_name) == ("node-a", "0000-17-00-1")
+        assert first.health == pb.HEALTHY and first.health_check_timeout_seconds == TIMEOUT_SECONDS
+        feed.flip()
+        (second,) = next(stream).devices
+        assert second.health == pb.UNHEALTHY and second.message.startswith("PFLinkDown: ")
+        stream.cancel()
     finally:
         plugin.stop(0)
 
@@ -60,17 +55,12 @@ def test_without_a_feed_the_service_is_neither_listed_nor_served(kubelet_dirs, f
     try:
         info = fake_kubelet_factory(kubelet_dirs.registry).register()
         assert "v1alpha1.DRAResourceHealth" not in info.supported_versions
-        with grpc.insecure_channel(f"unix://{plugin.paths.dra_socket}") as channel:
-            stream = channel.unary_stream(
-                "/v1alpha1.DRAResourceHealth/NodeWatchResources",
-                request_serializer=pb.NodeWatchResourcesRequest.SerializeToString,
-                response_deserializer=pb.NodeWatchResourcesResponse.FromString,
-            )(pb.NodeWatchResourcesRequest(), timeout=10)
-            try:
-                next(stream)
-            except grpc.RpcError as err:
-                assert err.code() == grpc.StatusCode.UNIMPLEMENTED
-            else:
-                raise AssertionError("the stream answered without a feed")
+        stream = watch_resources(plugin.paths.dra_socket, timeout=10)
+        try:
+            next(stream)
+        except grpc.RpcError as err:
+            assert err.code() == grpc.StatusCode.UNIMPLEMENTED
+        else:
+            raise AssertionError("the stream answered without a feed")
     finally:
         plugin.stop(0)
