@@ -34,19 +34,22 @@ def health_check(port: int, service: str = "", timeout: float = 10.0, host: str 
         return int(call(pb.HealthCheckRequest(service=service), timeout=timeout).status)
 
 
-def watch_resources(socket: Path, timeout: float = 30.0) -> Any:
-    """Open the DRA resource-health stream on ``socket`` as kubelet 1.36 does; iterate it for
-    NodeWatchResourcesResponse messages, ``cancel()`` it when done."""
+@contextlib.contextmanager
+def watch_resources(socket: Path, timeout: float = 30.0) -> Iterator[Any]:
+    """The DRA resource-health stream on ``socket``, opened as kubelet 1.36 opens it; iterate it
+    for NodeWatchResourcesResponse messages. Leaving the block cancels it and closes the channel."""
     from sriov_dra.kubeletplugin.gen import dra_health_v1alpha1_pb2 as pb  # noqa: PLC0415 - after make gen
 
-    channel = grpc.insecure_channel(f"unix://{socket}")
-    stream = channel.unary_stream(
-        "/v1alpha1.DRAResourceHealth/NodeWatchResources",
-        request_serializer=pb.NodeWatchResourcesRequest.SerializeToString,
-        response_deserializer=pb.NodeWatchResourcesResponse.FromString,
-    )(pb.NodeWatchResourcesRequest(), timeout=timeout)
-    stream.add_done_callback(lambda _call: channel.close())
-    return stream
+    with grpc.insecure_channel(f"unix://{socket}") as channel:
+        stream = channel.unary_stream(
+            "/v1alpha1.DRAResourceHealth/NodeWatchResources",
+            request_serializer=pb.NodeWatchResourcesRequest.SerializeToString,
+            response_deserializer=pb.NodeWatchResourcesResponse.FromString,
+        )(pb.NodeWatchResourcesRequest(), timeout=timeout)
+        try:
+            yield stream
+        finally:
+            stream.cancel()
 
 
 @pytest.fixture

@@ -267,23 +267,22 @@ def test_pf_link_down_taints_its_vfs_and_streams_unhealthy_until_it_returns(
     generation = {s["spec"]["pool"]["generation"] for s in node_slices(testbed)}
     pf = fake_node.pfs[0]
     rail = {vf.pci.replace(":", "-").replace(".", "-") for vf in pf.vfs}
-    stream = watch_resources(agent.dirs.plugins / DRIVER / "dra.sock", timeout=60)
+    with watch_resources(agent.dirs.plugins / DRIVER / "dra.sock", timeout=60) as stream:
 
-    def unhealthy() -> set[str]:
-        message = next(stream)
-        assert {d.device.pool_name for d in message.devices} == {testbed.node_name}
-        assert {d.device.device_name for d in message.devices} == vf_names(fake_node)
-        return {d.device.device_name for d in message.devices if d.health == pb.UNHEALTHY}
+        def unhealthy() -> set[str]:
+            message = next(stream)
+            assert {d.device.pool_name for d in message.devices} == {testbed.node_name}
+            assert {d.device.device_name for d in message.devices} == vf_names(fake_node)
+            return {d.device.device_name for d in message.devices if d.health == pb.UNHEALTHY}
 
-    assert unhealthy() == set()
-    fake_node.set_pf_link(pf.netdev, up=False)
-    try:
-        assert unhealthy() == rail
-        wait_for(lambda: taints() == dict.fromkeys(rail, "PFLinkDown"), 15, what="the PF's VFs tainted")
-        assert {s["spec"]["pool"]["generation"] for s in node_slices(testbed)} == generation
-    finally:
-        fake_node.set_pf_link(pf.netdev, up=True)
-    assert unhealthy() == set()
-    wait_for(lambda: taints() == {}, 15, what="the taints removed")
-    stream.cancel()
+        assert unhealthy() == set()
+        fake_node.set_pf_link(pf.netdev, up=False)
+        try:
+            assert unhealthy() == rail
+            wait_for(lambda: taints() == dict.fromkeys(rail, "PFLinkDown"), 15, what="the PF's VFs tainted")
+            assert {s["spec"]["pool"]["generation"] for s in node_slices(testbed)} == generation
+        finally:
+            fake_node.set_pf_link(pf.netdev, up=True)
+        assert unhealthy() == set()
+        wait_for(lambda: taints() == {}, 15, what="the taints removed")
     assert "PFLinkDown: PF" in agent.output() and "DeviceRecovered: VF" in agent.output()

@@ -38,14 +38,13 @@ def test_stream_sends_the_full_list_at_once_and_on_every_change(kubelet_dirs, fa
     try:
         info = fake_kubelet_factory(kubelet_dirs.registry).register()
         assert info.supported_versions == ["v1.DRAPlugin", "v1beta1.DRAPlugin", "v1alpha1.DRAResourceHealth"]
-        stream = watch_resources(plugin.paths.dra_socket)
-        (first,) = next(stream).devices
-        assert (first.device.pool_name, first.device.device_name) == ("node-a", "0000-17-00-1")
-        assert first.health == pb.HEALTHY and first.health_check_timeout_seconds == TIMEOUT_SECONDS
-        feed.flip()
-        (second,) = next(stream).devices
-        assert second.health == pb.UNHEALTHY and second.message.startswith("PFLinkDown: ")
-        stream.cancel()
+        with watch_resources(plugin.paths.dra_socket) as stream:
+            (first,) = next(stream).devices
+            assert (first.device.pool_name, first.device.device_name) == ("node-a", "0000-17-00-1")
+            assert first.health == pb.HEALTHY and first.health_check_timeout_seconds == TIMEOUT_SECONDS
+            feed.flip()
+            (second,) = next(stream).devices
+            assert second.health == pb.UNHEALTHY and second.message.startswith("PFLinkDown: ")
     finally:
         plugin.stop(0)
 
@@ -55,12 +54,12 @@ def test_without_a_feed_the_service_is_neither_listed_nor_served(kubelet_dirs, f
     try:
         info = fake_kubelet_factory(kubelet_dirs.registry).register()
         assert "v1alpha1.DRAResourceHealth" not in info.supported_versions
-        stream = watch_resources(plugin.paths.dra_socket, timeout=10)
-        try:
-            next(stream)
-        except grpc.RpcError as err:
-            assert err.code() == grpc.StatusCode.UNIMPLEMENTED
-        else:
-            raise AssertionError("the stream answered without a feed")
+        with watch_resources(plugin.paths.dra_socket, timeout=10) as stream:
+            try:
+                next(stream)
+            except grpc.RpcError as err:
+                assert err.code() == grpc.StatusCode.UNIMPLEMENTED
+            else:
+                raise AssertionError("the stream answered without a feed")
     finally:
         plugin.stop(0)
