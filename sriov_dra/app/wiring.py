@@ -352,7 +352,7 @@ def tell_health(
         "Healthy" if verdict.healthy else "Unhealthy", verdict.reason or DEVICE_RECOVERED
     ).inc()
     if verdict.healthy:
-        message = f"{DEVICE_RECOVERED}: VF {device} is healthy again; its NoSchedule taint is removed"
+        message = f"{DEVICE_RECOVERED}: VF {device} is healthy again (untainted, reported Healthy)"
         log.info("%s", message)
         events.emit(node, NORMAL, DEVICE_RECOVERED, message)
     else:
