@@ -30,6 +30,10 @@ DEVICE_STATUS_TOO_LARGE: Final = "DeviceStatusTooLarge"
 UNRESOLVED_DEVICE_ATTRIBUTES: Final = "UnresolvedDeviceAttributes"
 INVALID_DEVICE_ATTRIBUTE: Final = "InvalidDeviceAttribute"
 UNSUPPORTED_POLICY_FILTER: Final = "UnsupportedPolicyFilter"
+# Device health (the ResourceSlice taint's value and the Node Events; KEP-4680/5055).
+PF_LINK_DOWN: Final = "PFLinkDown"
+VF_MISSING: Final = "VFMissing"
+DEVICE_RECOVERED: Final = "DeviceRecovered"
 # Checkpoint and managed-binding records.
 CORRUPT_CHECKPOINT: Final = "CorruptCheckpoint"
 CHECKPOINT_RECOVERED: Final = "CheckpointRecovered"
@@ -184,6 +188,21 @@ MEANINGS: Final[dict[str, tuple[str, str]]] = {
     UNSUPPORTED_POLICY_FILTER: (
         "A SriovResourcePolicy uses a filter automatic mode does not support.",
         "Use vendors, devices, pfNames, pfPciAddresses, pciAddresses or linkType.",
+    ),
+    PF_LINK_DOWN: (
+        "A VF's physical function has no link (operstate down or no carrier): the VF is reported "
+        "Unhealthy to the kubelet and tainted NoSchedule in the ResourceSlice, so no new claim gets it.",
+        "Check the PF's cable, switch port and `ip link show <PF>`; the taint and the Pod status clear "
+        "by themselves when the link returns.",
+    ),
+    VF_MISSING: (
+        "A VF the driver discovered at start-up is gone from sysfs (its PF's sriov_numvfs changed, or "
+        "the device was removed): reported Unhealthy and tainted NoSchedule.",
+        "Restore the VF count (sriov_numvfs) or the device; restart the driver if the VF set changed for good.",
+    ),
+    DEVICE_RECOVERED: (
+        "A VF that was Unhealthy is healthy again (Normal Event on the Node); its taint was removed.",
+        "Nothing; Pods that lost traffic meanwhile may need a restart.",
     ),
     CORRUPT_CHECKPOINT: ("The checkpoint file is damaged; it was left untouched.", _DRAIN),
     CHECKPOINT_RECOVERED: (

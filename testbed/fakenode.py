@@ -197,6 +197,28 @@ class FakeNode:
     def driver_of(self, pci: str) -> str | None:
         return self.sysfs.driver_of(pci)
 
+    def pf_of(self, vf_pci: str) -> PfRecord:
+        return next(pf for pf in self.pfs if any(vf.pci == vf_pci for vf in pf.vfs))
+
+    def set_pf_link(self, pf_netdev: str, *, up: bool) -> None:
+        """Take a PF's link down or up: its host veth (what a CNI on the host sees) and the
+        ``operstate``/``carrier`` files the driver reads (the fake sysfs is not the kernel's)."""
+        pf = next((p for p in self.pfs if p.netdev == pf_netdev), None)
+        if pf is None:
+            raise ReasonedError("UnknownFakeDevice", f"PF {pf_netdev} is not part of fake node {self.prefix}")
+        with IPRoute() as host:
+            index = host.link_lookup(ifname=pf_netdev)
+            if index:
+                host.link("set", index=index[0], state="up" if up else "down")
+        self.sysfs.set_link(pf.pci, pf.netdev, up=up)
+
+    def remove_vf(self, pci: str) -> None:
+        """The VF vanishes from sysfs (a hot-unplug, or its PF's sriov_numvfs lowered)."""
+        self.sysfs.remove_vf(self.pf_of(pci).pci, pci, self.vf(pci).vf_index)
+
+    def restore_vf(self, pci: str) -> None:
+        self.sysfs.restore_vf(self.pf_of(pci).pci, pci, self.vf(pci).vf_index)
+
     @classmethod
     def up(cls, topology: Mapping[str, Any], sysfs_root: Path, prefix: str | None = None) -> FakeNode:
         """Create the node described by ``topology`` (a decoded topology document)."""
@@ -344,6 +366,25 @@ def heal(sysfs_root: Path) -> None:
 def status(sysfs_root: Path) -> None:
     """Print what the node has and which of its links exist."""
     click.echo(json.dumps(FakeNode.attach(sysfs_root).status(), indent=2))
+
+
+@cli.command()
+@click.option("--sysfs-root", type=click.Path(path_type=Path), required=True)
+@click.argument("pf")
+@click.argument("state", type=click.Choice(["up", "down"]))
+def link(sysfs_root: Path, pf: str, state: str) -> None:
+    """Take PF (its netdev name) link up or down, as a cable pull would."""
+    FakeNode.attach(sysfs_root).set_pf_link(pf, up=state == "up")
+
+
+@cli.command()
+@click.option("--sysfs-root", type=click.Path(path_type=Path), required=True)
+@click.argument("pci")
+@click.argument("action", type=click.Choice(["remove", "restore"]))
+def vf(sysfs_root: Path, pci: str, action: str) -> None:
+    """Make VF PCI vanish from sysfs, or bring it back."""
+    node = FakeNode.attach(sysfs_root)
+    (node.remove_vf if action == "remove" else node.restore_vf)(pci)
 
 
 def main() -> None:

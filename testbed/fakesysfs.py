@@ -103,8 +103,29 @@ class FakeSysfs:
             return
         net_dir.mkdir(parents=True, exist_ok=True)
         _write(net_dir / "type", "1")
+        if not (net_dir / "operstate").exists():
+            self._link_files(net_dir, up=True)
         _symlink(net_dir / "device", path)
         _symlink(class_link, net_dir)
+
+    @staticmethod
+    def _link_files(net_dir: Path, *, up: bool) -> None:
+        _write(net_dir / "operstate", "up" if up else "down")
+        _write(net_dir / "carrier", "1" if up else "0")
+
+    def set_link(self, bdf: str, netdev: str, *, up: bool) -> None:
+        """What the kernel shows of a link going down or up: ``operstate`` and ``carrier``."""
+        self._link_files(self.device_dir(bdf) / "net" / netdev, up=up)
+
+    def remove_vf(self, pf_bdf: str, vf_bdf: str, vf_index: int) -> None:
+        """The VF vanishes from the PCI bus as a hot-unplug shows it: its bus entry and the PF's
+        ``virtfn`` link go; its directory stays so :meth:`restore_vf` brings back the same device."""
+        (self.root / "bus/pci/devices" / vf_bdf).unlink(missing_ok=True)
+        (self.device_dir(pf_bdf) / f"virtfn{vf_index}").unlink(missing_ok=True)
+
+    def restore_vf(self, pf_bdf: str, vf_bdf: str, vf_index: int) -> None:
+        _symlink(self.root / "bus/pci/devices" / vf_bdf, self.device_dir(vf_bdf))
+        _symlink(self.device_dir(pf_bdf) / f"virtfn{vf_index}", self.device_dir(vf_bdf))
 
     def driver_of(self, bdf: str) -> str | None:
         link = self.device_dir(bdf) / "driver"

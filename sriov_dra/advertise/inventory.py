@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from sriov_dra.core.devicehealth import HEALTHY, Verdict
 from sriov_dra.model import TypedAttribute, VirtualFunction, typed_attribute
 
 
@@ -59,6 +60,7 @@ class AdvertisedDevice:
 
     vf: VirtualFunction
     attributes: Mapping[str, TypedAttribute]
+    health: Verdict = HEALTHY
 
 
 class DeviceState:
@@ -68,6 +70,7 @@ class DeviceState:
         self._lock = RWLock()
         self._inventory = dict(inventory)
         self._policy: dict[str, dict[str, TypedAttribute]] = {}
+        self._health: dict[str, Verdict] = {}
 
     def inventory(self) -> dict[str, VirtualFunction]:
         with self._lock.read():
@@ -100,9 +103,20 @@ class DeviceState:
             self._policy = wanted
             return changed
 
+    def update_health(self, verdicts: Mapping[str, Verdict]) -> bool:
+        """Record the devices' health; True when an advertised device's verdict changed (its
+        slice must be republished with or without the taint)."""
+        unhealthy = {name: v for name, v in verdicts.items() if not v.healthy and name in self._inventory}
+        with self._lock.write():
+            changed = {
+                n for n in set(unhealthy) | set(self._health) if unhealthy.get(n) != self._health.get(n)
+            }
+            self._health = unhealthy
+            return bool(changed & set(self._policy))
+
     def _advertised(self, name: str) -> AdvertisedDevice:
         vf = self._inventory[name]
         merged = dict(self._policy[name])
         # Discovered identity always wins: a policy cannot relabel hardware.
         merged.update((k, typed_attribute(v)) for k, v in vf.attributes.items())
-        return AdvertisedDevice(vf=vf, attributes=merged)
+        return AdvertisedDevice(vf=vf, attributes=merged, health=self._health.get(name, HEALTHY))

@@ -13,10 +13,12 @@ from kubernetes import client
 from kubernetes import config as kube_config
 
 from sriov_dra.advertise.controller import PolicyController
+from sriov_dra.advertise.healthmonitor import DeviceHealthMonitor
 from sriov_dra.advertise.inventory import DeviceState
 from sriov_dra.advertise.slices import SlicePublisher
 from sriov_dra.app.config import MULTUS, Config
 from sriov_dra.core.checkpointrecovery import Recovery
+from sriov_dra.core.devicehealth import Verdict
 from sriov_dra.kube.resources import (
     KubeClaims,
     KubeEvents,
@@ -31,7 +33,7 @@ from sriov_dra.kubeletplugin.api import NodeService
 from sriov_dra.kubeletplugin.health import HealthServer
 from sriov_dra.kubeletplugin.server import KubeletPlugin, SocketPaths
 from sriov_dra.observe.bindingreporter import NULL_OBSERVER, BindingReporter, PhaseObserver
-from sriov_dra.observe.eventrecorder import WARNING, EventRecorder, InvolvedObject
+from sriov_dra.observe.eventrecorder import NORMAL, WARNING, EventRecorder, InvolvedObject
 from sriov_dra.observe.metrics import CountingSlices, DriverMetrics
 from sriov_dra.ports import EventSink, PolicySource
 from sriov_dra.prepare.consumer import ConsumerResolver
@@ -39,7 +41,7 @@ from sriov_dra.prepare.devicestatus import DeviceStatusWriter
 from sriov_dra.prepare.host import HostDevices
 from sriov_dra.prepare.managed import LiveConsumer, ManagedPreparer
 from sriov_dra.prepare.plain import PlainPreparer
-from sriov_dra.reasons import CHECKPOINT_RECOVERED
+from sriov_dra.reasons import CHECKPOINT_RECOVERED, DEVICE_RECOVERED
 from sriov_dra.recovery.claimrepair import ClaimRepairer
 from sriov_dra.recovery.listing import PassLister
 from sriov_dra.recovery.recoveredstart import ApiListings, open_checkpoint
@@ -47,6 +49,7 @@ from sriov_dra.recovery.repair import RepairWorker
 from sriov_dra.state.cdi import CdiDir
 from sriov_dra.state.checkpoint import GenerationFiles, PreparedClaims
 from sriov_dra.sysfs.discovery import discover
+from sriov_dra.sysfs.linkstate import observe
 from sriov_dra.sysfs.vfdriver import SysfsVfDriver
 
 log = logging.getLogger("sriov-dra-driver")
@@ -260,6 +263,18 @@ def run(cfg: Config, stop: threading.Event) -> None:
         SlicePublisher(CountingSlices(slices, metrics), cfg.node_name, node_uid),
         managed=managed,
     )
+    # Every flap is told: health Events are not de-duplicated (remember=0).
+    health_events = EventRecorder(KubeEvents(api), host=cfg.node_name, remember=0).start()
+    node = InvolvedObject("Node", "v1", "default", cfg.node_name, node_uid)
+    monitor = DeviceHealthMonitor(
+        lambda: observe(cfg.sysfs_root, state.inventory()),
+        state,
+        pool=cfg.node_name,
+        republish=controller.trigger,
+        tell=lambda device, verdict: tell_health(device, verdict, metrics, health_events, node),
+    )
+    monitor.check()  # before the first publish, so a VF already down is never offered untainted
+    metrics.watch_unhealthy(monitor.unhealthy)
     devices = HostDevices(
         node_name=cfg.node_name,
         inventory=lambda name: state.lookup(name)[0],
@@ -289,7 +304,7 @@ def run(cfg: Config, stop: threading.Event) -> None:
         controller.reconcile()
     except Exception:
         log.exception("first policy reconcile failed; the reconcile loop retries")
-    plugin = KubeletPlugin(paths, service)
+    plugin = KubeletPlugin(paths, service, monitor)
     log.info("serving %s and %s", paths.dra_socket, paths.registration_socket)
     health = (
         HealthServer(
@@ -305,6 +320,7 @@ def run(cfg: Config, stop: threading.Event) -> None:
     if health is not None:
         log.info("gRPC health check on %s port %d", cfg.healthcheck_host or "every address", health.port)
     start_threads(stop, controller, source.watch_sources(slices), watch_forever)
+    threading.Thread(target=monitor.run, args=(stop,), name="device-health", daemon=True).start()
     threading.Thread(target=_report_registration, args=(plugin, cfg.registrar_dir), daemon=True).start()
     try:
         stop.wait()
@@ -314,6 +330,7 @@ def run(cfg: Config, stop: threading.Event) -> None:
         plugin.stop()
         if recorder is not None:
             recorder.close(EVENT_DRAIN_SECONDS)  # what is queued still goes out, briefly
+        health_events.close(EVENT_DRAIN_SECONDS)
         api.close()  # type: ignore[no-untyped-call]
         log.info("stopped")
 
@@ -325,6 +342,22 @@ def tell_recovery(recovery: Recovery, metrics: DriverMetrics, events: EventSink,
     metrics.checkpoint_recoveries.labels(recovery.start.generation).inc()
     node = InvolvedObject("Node", "v1", "default", recovery.node, node_uid)
     EventRecorder(events, host=recovery.node).emit(node, WARNING, CHECKPOINT_RECOVERED, message)
+
+
+def tell_health(
+    device: str, verdict: Verdict, metrics: DriverMetrics, events: EventRecorder, node: InvolvedObject
+) -> None:
+    """A VF's health change, told where an administrator looks: the log, a metric, an Event on the Node."""
+    metrics.device_health_changes.labels(
+        "Healthy" if verdict.healthy else "Unhealthy", verdict.reason or DEVICE_RECOVERED
+    ).inc()
+    if verdict.healthy:
+        message = f"{DEVICE_RECOVERED}: VF {device} is healthy again (untainted, reported Healthy)"
+        log.info("%s", message)
+        events.emit(node, NORMAL, DEVICE_RECOVERED, message)
+    else:
+        log.warning("%s; tainted NoSchedule and reported Unhealthy to the kubelet", verdict.message)
+        events.emit(node, WARNING, verdict.reason, verdict.message)
 
 
 def _report_registration(plugin: KubeletPlugin, registry_dir: Path) -> None:

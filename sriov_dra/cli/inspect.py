@@ -266,12 +266,14 @@ def inspect_node(
     managed: bool,
     output: str,
 ) -> None:
-    """Bindings by phase, orphaned shadows, and devices the policies withhold and why."""
+    """Bindings by phase, Unhealthy devices, orphaned shadows, and devices the policies withhold and why."""
+    from sriov_dra.core.devicehealth import judge_all  # noqa: PLC0415
     from sriov_dra.core.policy import evaluate  # noqa: PLC0415
     from sriov_dra.kube.resources import KubePolicySource, KubeShadowLister  # noqa: PLC0415
     from sriov_dra.recovery.orphans import scan  # noqa: PLC0415
     from sriov_dra.state.checkpoint import RecoveryLog  # noqa: PLC0415
     from sriov_dra.sysfs.discovery import discover  # noqa: PLC0415
+    from sriov_dra.sysfs.linkstate import observe  # noqa: PLC0415
 
     api = api_client(kubeconfig)
     uid = node_uid(api, node)
@@ -294,14 +296,19 @@ def inspect_node(
     ]
     source = KubePolicySource(api, namespace, node)
     _uid, labels = source.node()
+    inventory = discover(sysfs_root)
     blocked = evaluate(
         policies=source.policies(),
         device_attributes=source.device_attributes(),
         node_name=node,
         node_labels=labels,
-        inventory=discover(sysfs_root),
+        inventory=inventory,
         managed=managed,
     ).blocked
+    # The driver's own verdict, judged again from what sysfs shows now.
+    unhealthy = {
+        n: v.message for n, v in sorted(judge_all(observe(sysfs_root, inventory)).items()) if not v.healthy
+    }
     by_phase = dict(sorted(Counter(b["phase"] for b in bindings).items()))
     recovery = RecoveryLog(checkpoint).read()
     if output == "json":
@@ -311,6 +318,7 @@ def inspect_node(
                 "nodeUID": uid,
                 "bindingsByPhase": by_phase,
                 "bindings": bindings,
+                "unhealthyDevices": [{"device": k, "why": v} for k, v in unhealthy.items()],
                 "orphans": [s.to_json() for s in suspicious],
                 "blockedDevices": [{"device": k, "why": v} for k, v in sorted(blocked.items())],
                 "checkpointRecovery": recovery,
@@ -322,6 +330,9 @@ def inspect_node(
     click.echo(_recovery_line(recovery))
     keys = ("claim", "device", "pciAddress", "interface", "phase", "podUID")
     click.echo(table([k.upper() for k in keys], [[b[k] for k in keys] for b in bindings]), nl=False)
+    click.echo(f"unhealthy devices: {len(unhealthy) or 'none'}")
+    for name, why in unhealthy.items():
+        click.echo(f"  {name}: {why}")
     click.echo(f"orphans: {len(suspicious) or 'none'}")
     for s in suspicious:
         click.echo(f"  {s.namespace}/{s.name} {s.status} {s.attachment_id or '-'}: {s.detail}")

@@ -40,3 +40,22 @@ class NodeService(Protocol):
     def prepare(self, claims: Sequence[ClaimRef]) -> Mapping[str, PrepareOutcome]: ...
 
     def unprepare(self, claims: Sequence[ClaimRef]) -> Mapping[str, str]: ...
+
+
+@dataclass(frozen=True)
+class DeviceHealthReport:
+    """One device's health as the kubelet's resource-health stream carries it."""
+
+    pool: str
+    device: str
+    healthy: bool
+    message: str = ""
+
+
+class DeviceHealthFeed(Protocol):
+    """The node's device health for the kubelet's stream, which must always carry every device."""
+
+    def reports(self, after: int, timeout: float) -> tuple[int, Sequence[DeviceHealthReport]]:
+        """Every device's report and their version, as soon as the version differs from ``after``
+        or once ``timeout`` seconds passed."""
+        ...

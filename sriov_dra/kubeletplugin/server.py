@@ -1,4 +1,5 @@
-"""gRPC servers kubelet talks to: DRA v1 and v1beta1 on ``dra.sock``, registration on ``-reg.sock``.
+"""gRPC servers kubelet talks to: DRA v1 and v1beta1 (and, given a device health feed, the
+resource-health stream) on ``dra.sock``, registration on ``-reg.sock``.
 
 Kubelet discards a whole response on a gRPC error, so failures are reported per claim in the
 response map and the RPC itself only fails on a malformed request. Calls are serialized like the
@@ -22,8 +23,10 @@ from typing import Any
 
 import grpc
 
-from sriov_dra.kubeletplugin.api import ClaimRef, NodeService, PrepareOutcome
+from sriov_dra.kubeletplugin.api import ClaimRef, DeviceHealthFeed, NodeService, PrepareOutcome
 from sriov_dra.kubeletplugin.gen import dra_v1_pb2, dra_v1beta1_pb2, pluginregistration_v1_pb2
+from sriov_dra.kubeletplugin.resourcehealth import SERVICE as RESOURCE_HEALTH_SERVICE
+from sriov_dra.kubeletplugin.resourcehealth import ResourceHealthStream
 from sriov_dra.model import DRIVER_NAME
 
 log = logging.getLogger(__name__)
@@ -170,8 +173,10 @@ class _DraHandlers:
 class Registration:
     """Answers kubelet's plugin watcher and remembers what kubelet said about the registration."""
 
-    def __init__(self, endpoint: Path) -> None:
+    def __init__(self, endpoint: Path, services: Sequence[str] = ()) -> None:
         self._endpoint = endpoint
+        # Kubelet 1.36 streams health from every plugin; 1.37 only from one that lists the service.
+        self._versions = [*SUPPORTED_VERSIONS, *services]
         self._registered = threading.Event()
         self.error = ""
 
@@ -188,7 +193,7 @@ class Registration:
             type="DRAPlugin",
             name=DRIVER_NAME,
             endpoint=str(self._endpoint),
-            supported_versions=list(SUPPORTED_VERSIONS),
+            supported_versions=list(self._versions),
         )
 
     def notify(self, request: Any, context: grpc.ServicerContext) -> Any:
@@ -234,15 +239,19 @@ class KubeletPlugin:
     """Both kubelet-facing servers. The DRA socket is served before the registration socket
     appears, because kubelet dials the endpoint as soon as it sees the registration."""
 
-    def __init__(self, paths: SocketPaths, service: NodeService) -> None:
+    def __init__(
+        self, paths: SocketPaths, service: NodeService, health: DeviceHealthFeed | None = None
+    ) -> None:
         self.paths = paths
-        self.registration = Registration(paths.dra_socket)
-        self.calls = CallSerializer()
-        self._dra = _serve(
-            paths.dra_socket,
-            [_DraHandlers(pb, service, self.calls).generic_handler(name) for name, pb in _DRA_APIS],
-            DRA_WORKERS,
+        self._health = None if health is None else ResourceHealthStream(health)
+        self.registration = Registration(
+            paths.dra_socket, () if self._health is None else (RESOURCE_HEALTH_SERVICE,)
         )
+        self.calls = CallSerializer()
+        handlers = [_DraHandlers(pb, service, self.calls).generic_handler(name) for name, pb in _DRA_APIS]
+        if self._health is not None:
+            handlers.append(self._health.generic_handler())
+        self._dra = _serve(paths.dra_socket, handlers, DRA_WORKERS)
         try:
             self._reg = _serve(paths.registration_socket, [self.registration.generic_handler()])
         except BaseException:
@@ -251,6 +260,8 @@ class KubeletPlugin:
 
     def stop(self, grace: float | None = 1.0) -> None:
         """Stop serving and remove both sockets; kubelet de-registers on socket removal."""
+        if self._health is not None:
+            self._health.stop()
         self._reg.stop(grace).wait()
         self._dra.stop(grace).wait()
         for sock in (self.paths.registration_socket, self.paths.dra_socket):

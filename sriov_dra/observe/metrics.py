@@ -47,6 +47,18 @@ class _BindingPhases(Collector):
         yield family
 
 
+class _UnhealthyDevices(Collector):
+    def __init__(self, count: Callable[[], int]) -> None:
+        self._count = count
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        yield GaugeMetricFamily(
+            "sriov_dra_unhealthy_devices",
+            "VFs now Unhealthy (tainted NoSchedule and reported to the kubelet): PF link down or VF gone",
+            value=self._count(),
+        )
+
+
 class DriverMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
@@ -76,6 +88,12 @@ class DriverMetrics:
             ["generation"],
             registry=self.registry,
         )
+        self.device_health_changes = Counter(
+            "sriov_dra_device_health_changes_total",
+            "VF health changes seen by the device health monitor, by the new health and reason",
+            ["health", "reason"],
+            registry=self.registry,
+        )
         self.slice_writes = Counter(
             "sriov_dra_resourceslice_writes_total",
             "ResourceSlice writes made while publishing this node's devices",
@@ -85,6 +103,10 @@ class DriverMetrics:
 
     def watch_bindings(self, snapshot: Callable[[], Sequence[ClaimRecord]]) -> None:
         self.registry.register(_BindingPhases(snapshot))
+
+    def watch_unhealthy(self, count: Callable[[], int]) -> None:
+        """sriov_dra_unhealthy_devices, read from the device health monitor at scrape time."""
+        self.registry.register(_UnhealthyDevices(count))
 
     def bounded_reason(self, reason: str) -> str:
         with self._lock:

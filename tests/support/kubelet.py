@@ -4,6 +4,7 @@
 ``kubelet_dirs`` -> ``KubeletDirs(root, registry, plugins, cdi)`` under a short /tmp path (unix
 socket paths are limited to 107 bytes, which pytest's tmp_path easily exceeds).
 ``health_check(port, service, timeout)``: the status kubelet's gRPC probe of the driver would get.
+``watch_resources(socket)``: the resource-health stream kubelet reads from a DRA plugin.
 """
 
 from __future__ import annotations
@@ -31,6 +32,24 @@ def health_check(port: int, service: str = "", timeout: float = 10.0, host: str 
             response_deserializer=pb.HealthCheckResponse.FromString,
         )
         return int(call(pb.HealthCheckRequest(service=service), timeout=timeout).status)
+
+
+@contextlib.contextmanager
+def watch_resources(socket: Path, timeout: float = 30.0) -> Iterator[Any]:
+    """The DRA resource-health stream on ``socket``, opened as kubelet 1.36 opens it; iterate it
+    for NodeWatchResourcesResponse messages. Leaving the block cancels it and closes the channel."""
+    from sriov_dra.kubeletplugin.gen import dra_health_v1alpha1_pb2 as pb  # noqa: PLC0415 - after make gen
+
+    with grpc.insecure_channel(f"unix://{socket}") as channel:
+        stream = channel.unary_stream(
+            "/v1alpha1.DRAResourceHealth/NodeWatchResources",
+            request_serializer=pb.NodeWatchResourcesRequest.SerializeToString,
+            response_deserializer=pb.NodeWatchResourcesResponse.FromString,
+        )(pb.NodeWatchResourcesRequest(), timeout=timeout)
+        try:
+            yield stream
+        finally:
+            stream.cancel()
 
 
 @pytest.fixture

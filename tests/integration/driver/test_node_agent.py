@@ -15,6 +15,7 @@ from testbed.claims import allocated_claim, claim_ref, custom_objects
 from testbed.fake_kubelet import KubeletDirs
 from testbed.node_agent import DRIVER, node_slices, put_attributes, put_policy, vf_names, wait_published
 from testbed.waiting import wait_for
+from tests.support.kubelet import watch_resources
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
 
@@ -243,3 +244,45 @@ def test_a_corrupt_checkpoint_is_moved_aside_and_the_driver_starts(agent, fake_k
     assert json.loads(agent.checkpoint.read_text())["data"]["claims"] == {}
     out = agent.output()
     assert "CheckpointRecovered" in out and "Traceback" not in out
+
+
+def test_pf_link_down_taints_its_vfs_and_streams_unhealthy_until_it_returns(
+    agent, testbed, k8s_namespace, fake_node
+) -> None:
+    from sriov_dra.core.devicehealth import UNHEALTHY_TAINT_KEY  # noqa: PLC0415
+    from sriov_dra.kubeletplugin.gen import dra_health_v1alpha1_pb2 as pb  # noqa: PLC0415
+
+    def taints() -> dict[str, str]:
+        return {
+            d["name"]: t["value"]
+            for s in node_slices(testbed)
+            for d in s["spec"].get("devices") or []
+            for t in d.get("taints") or []
+            if t["key"] == UNHEALTHY_TAINT_KEY and t["effect"] == "NoSchedule" and t.get("timeAdded")
+        }
+
+    agent.start()
+    put_policy(testbed, k8s_namespace, "all", {"configs": [{}]})
+    wait_published(testbed, lambda p: set(p) == vf_names(fake_node), "every VF advertised")
+    generation = {s["spec"]["pool"]["generation"] for s in node_slices(testbed)}
+    pf = fake_node.pfs[0]
+    rail = {vf.pci.replace(":", "-").replace(".", "-") for vf in pf.vfs}
+    with watch_resources(agent.dirs.plugins / DRIVER / "dra.sock", timeout=60) as stream:
+
+        def unhealthy() -> set[str]:
+            message = next(stream)
+            assert {d.device.pool_name for d in message.devices} == {testbed.node_name}
+            assert {d.device.device_name for d in message.devices} == vf_names(fake_node)
+            return {d.device.device_name for d in message.devices if d.health == pb.UNHEALTHY}
+
+        assert unhealthy() == set()
+        fake_node.set_pf_link(pf.netdev, up=False)
+        try:
+            assert unhealthy() == rail
+            wait_for(lambda: taints() == dict.fromkeys(rail, "PFLinkDown"), 15, what="the PF's VFs tainted")
+            assert {s["spec"]["pool"]["generation"] for s in node_slices(testbed)} == generation
+        finally:
+            fake_node.set_pf_link(pf.netdev, up=True)
+        assert unhealthy() == set()
+        wait_for(lambda: taints() == {}, 15, what="the taints removed")
+    assert "PFLinkDown: PF" in agent.output() and "DeviceRecovered: VF" in agent.output()

@@ -141,3 +141,38 @@ def test_heal_brings_back_a_vf_lost_with_its_netns(fake_node, netns):
         )
         assert shown[0]["address"] == vf.mac
     assert fake_node.heal() == []
+
+
+def test_pf_link_down_and_a_vanished_vf_show_as_the_driver_reads_them(tmp_path):
+    from sriov_dra.core.devicehealth import judge_all  # noqa: PLC0415
+    from sriov_dra.model import device_name  # noqa: PLC0415
+    from sriov_dra.sysfs.discovery import discover  # noqa: PLC0415
+    from sriov_dra.sysfs.linkstate import observe  # noqa: PLC0415
+
+    root = tmp_path / "sys"
+    node = FakeNode.up(load_two_rail(), root)
+    try:
+        inventory = discover(root)
+        pf, other = node.pfs
+        assert all(v.healthy for v in judge_all(observe(root, inventory)).values())
+
+        node.set_pf_link(pf.netdev, up=False)
+        shown = json.loads(
+            subprocess.run(["ip", "-j", "link", "show", pf.netdev], capture_output=True, text=True).stdout
+        )
+        assert "UP" not in shown[0]["flags"]
+        verdicts = judge_all(observe(root, inventory))
+        down = {name for name, v in verdicts.items() if v.reason == "PFLinkDown"}
+        assert down == {name for name, vf in inventory.items() if vf.pf_name == pf.netdev}
+        node.set_pf_link(pf.netdev, up=True)
+
+        gone = other.vfs[0]
+        node.remove_vf(gone.pci)
+        assert set(discover(root)) == set(inventory) - {device_name(gone.pci)}
+        missing = {n for n, v in judge_all(observe(root, inventory)).items() if not v.healthy}
+        assert [inventory[n].pci_address for n in missing] == [gone.pci]
+        node.restore_vf(gone.pci)
+        assert discover(root) == inventory
+        assert all(v.healthy for v in judge_all(observe(root, inventory)).values())
+    finally:
+        node.down()

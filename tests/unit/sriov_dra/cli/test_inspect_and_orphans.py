@@ -127,9 +127,8 @@ class NoShadows:
         return []
 
 
-def test_inspect_node_names_each_blocked_device_and_why(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _inspect_node_args(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """`sriov-dra inspect node` over two PFs' sysfs and fake API adapters."""
     sysfs = tmp_path / "sys"
     add_pf(sysfs, "0000:17:00.0", "ens1f0", 2)
     add_pf(sysfs, "0000:31:00.0", "ens2f0", 1, pcie_root="pci0000:30", port="0000:30:01.0")
@@ -139,6 +138,13 @@ def test_inspect_node_names_each_blocked_device_and_why(
     monkeypatch.setattr(kube, "KubeShadowLister", NoShadows)
     args = ["inspect", "node", "--node", "node-a", "--namespace", "policies-ns", "--sysfs-root", str(sysfs)]
     args += ["--checkpoint", str(tmp_path / "checkpoint.json")]
+    return args
+
+
+def test_inspect_node_names_each_blocked_device_and_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    args = _inspect_node_args(tmp_path, monkeypatch)
 
     result = CliRunner().invoke(cli, [*args, "-o", "json"])
     assert result.exit_code == 0, result.output
@@ -163,3 +169,20 @@ def test_cli_refusals_are_one_line_without_traceback(tmp_path) -> None:
     assert result.exit_code == 2 and result.output.strip().startswith("sriov-dra: InvalidTarget:")
     result = CliRunner().invoke(cli, ["orphans", "--node", "n", "--kubeconfig", str(bad)])
     assert result.exit_code == 2 and result.output.strip().startswith("sriov-dra: NoClusterAccess:")
+
+
+def test_inspect_node_lists_the_devices_sysfs_shows_unhealthy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    args = _inspect_node_args(tmp_path, monkeypatch)
+    (tmp_path / "sys" / "class" / "net" / "ens1f0" / "operstate").write_text("down\n")
+
+    result = CliRunner().invoke(cli, [*args, "-o", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["unhealthyDevices"] == [
+        {"device": "0000-17-00-1", "why": "PFLinkDown: PF ens1f0 of VF 0000-17-00-1 is down"},
+        {"device": "0000-17-00-2", "why": "PFLinkDown: PF ens1f0 of VF 0000-17-00-2 is down"},
+    ]
+    lines = CliRunner().invoke(cli, args).output.splitlines()
+    at = lines.index("unhealthy devices: 2")
+    assert lines[at + 1] == "  0000-17-00-1: PFLinkDown: PF ens1f0 of VF 0000-17-00-1 is down"
