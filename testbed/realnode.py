@@ -413,6 +413,15 @@ class RealNode:
         self.stop_kubelet()
         self.start_kubelet()
 
+    def restart_containerd(self) -> None:
+        """containerd crashes (SIGKILL to it alone: its shims, their sandboxes and any CNI call it
+        had started run on, as under systemd's KillMode=process) and starts again on its state."""
+        assert self.containerd is not None, "start() first"
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.containerd.pid, signal.SIGKILL)
+        processes.stop([self.containerd], grace=STOP_GRACE)  # reaps it
+        self._start_containerd()
+
     # -- what runs on it ---------------------------------------------------------------------
 
     def sandboxes(self, pod_uid: str | None = None) -> list[dict[str, Any]]:
