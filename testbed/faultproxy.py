@@ -95,6 +95,9 @@ class FaultProxy:
         self._requests: list[RecordedRequest] = []
         self._stopping = threading.Event()
         self._connections: set[socket.socket] = set()
+        # Upstream connections relaying a stream now, and those end_streams() is ending.
+        self._streams: set[http.client.HTTPSConnection] = set()
+        self._ended: set[http.client.HTTPSConnection] = set()
 
         serving = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         serving.load_cert_chain(str(serving_cert), str(serving_key))
@@ -182,6 +185,19 @@ class FaultProxy:
             and (resource is None or (r.target is not None and r.target.resource == resource))
         ]
 
+    def end_streams(self) -> int:
+        """End every stream relayed now (watches) the way a server ends one cleanly, with the last
+        chunk, as a load balancer or an API server going away politely does: a client then resumes
+        from the last resourceVersion it saw. Returns how many were ended; later streams relay as
+        before."""
+        with self._lock:
+            live = list(self._streams)
+            self._ended.update(live)
+        for upstream in live:
+            with contextlib.suppress(OSError, AttributeError):
+                upstream.sock.shutdown(socket.SHUT_RDWR)
+        return len(live)
+
     def close(self) -> None:
         self._stopping.set()
         self._server.shutdown()
@@ -220,6 +236,18 @@ class FaultProxy:
                 self._connections.add(conn)
             else:
                 self._connections.discard(conn)
+
+    def _stream(self, upstream: http.client.HTTPSConnection, live: bool) -> None:
+        with self._lock:
+            if live:
+                self._streams.add(upstream)
+            else:
+                self._streams.discard(upstream)
+                self._ended.discard(upstream)
+
+    def _was_ended(self, upstream: http.client.HTTPSConnection) -> bool:
+        with self._lock:
+            return upstream in self._ended
 
     def _upstream(self) -> http.client.HTTPSConnection:
         return http.client.HTTPSConnection(self.upstream_host, self.upstream_port, context=self.upstream_tls)
@@ -321,11 +349,19 @@ class _Handler(BaseHTTPRequestHandler):
                 record(resp.status)
                 return
             record(resp.status)
-            self._relay(resp, head_only=method == "HEAD")
+            self.server.proxy._stream(upstream, True)
+            self._relay(resp, head_only=method == "HEAD", upstream=upstream)
         finally:
+            self.server.proxy._stream(upstream, False)
             upstream.close()
 
-    def _relay(self, resp: http.client.HTTPResponse, *, head_only: bool) -> None:
+    def _relay(
+        self,
+        resp: http.client.HTTPResponse,
+        *,
+        head_only: bool,
+        upstream: http.client.HTTPSConnection | None = None,
+    ) -> None:
         length = resp.getheader("Content-Length")
         self.send_response_only(resp.status, resp.reason)
         for key, value in resp.getheaders():
@@ -343,9 +379,13 @@ class _Handler(BaseHTTPRequestHandler):
         # A watch (or any unsized body): pass each piece on as it arrives, never buffer the stream.
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        while piece := resp.read1(65536):
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
-            self.wfile.flush()
+        try:
+            while piece := resp.read1(65536):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                self.wfile.flush()
+        except (OSError, http.client.HTTPException):
+            if upstream is None or not self.server.proxy._was_ended(upstream):
+                raise  # the upstream broke off: so does the client's stream
         self.wfile.write(b"0\r\n\r\n")
         self.close_connection = resp.will_close
 

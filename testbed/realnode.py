@@ -413,6 +413,21 @@ class RealNode:
         self.stop_kubelet()
         self.start_kubelet()
 
+    def netns_files(self) -> set[str]:
+        """The sandbox network namespaces containerd holds under its state dir now (a node whose
+        CNI runs as the DaemonSet keeps them in the host's /run/netns instead: empty here)."""
+        netns = self.dir / "ctd" / "state" / "netns"
+        return {str(p) for p in netns.iterdir()} if netns.is_dir() else set()
+
+    def restart_containerd(self) -> None:
+        """containerd crashes (SIGKILL to it alone: its shims, their sandboxes and any CNI call it
+        had started run on, as under systemd's KillMode=process) and starts again on its state."""
+        assert self.containerd is not None, "start() first"
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.containerd.pid, signal.SIGKILL)
+        processes.stop([self.containerd], grace=STOP_GRACE)  # reaps it
+        self._start_containerd()
+
     # -- what runs on it ---------------------------------------------------------------------
 
     def sandboxes(self, pod_uid: str | None = None) -> list[dict[str, Any]]:

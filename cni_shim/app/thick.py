@@ -21,7 +21,7 @@ from cni_shim.app.config import DaemonConfig
 from cni_shim.core import autoconf
 from cni_shim.handler import Services
 from cni_shim.kube.daemon_client import ApiServer
-from cni_shim.kube.informers import Informer, nad_informer, pod_informer
+from cni_shim.kube.informers import FIRST_LIST, Informer, nad_informer, pod_informer
 from cni_shim.kube.views import CachedView, LiveView
 from cni_shim.node import allocator
 from cni_shim.node.autoconf import ConfigWriter
@@ -101,7 +101,13 @@ def _start_informers(
     if api is None:
         return []
     warn = lambda message: log("warning", message)  # noqa: E731
-    informers = [pod_informer(api, node_name, warn), nad_informer(api, warn)]
+
+    def listed(kind: str, cause: str, count: int, version: str) -> None:
+        metrics.informer_list(kind, cause)
+        if cause != FIRST_LIST:  # after a 410 or an outage: the proof that the cache caught up
+            log("info", f"{kind} informer relisted", cause=cause, objects=count, resourceVersion=version)
+
+    informers = [pod_informer(api, node_name, warn, listed), nad_informer(api, warn, listed)]
     for informer in informers:
         informer.start(stop)
         metrics.track_cache(informer.kind, informer.store.__len__)

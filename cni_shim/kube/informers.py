@@ -18,6 +18,13 @@ from cni_shim.kube.paths import NADS_PATH
 Json = dict[str, Any]
 WATCH_SECONDS = 240
 RETRY_SECONDS = 1.0
+# Why an informer lists (the `cause` of its relist log line and metric): its first list, a
+# watch the server ended with an error (410 Gone after a compaction or an API server restart),
+# or a list or watch that failed (the API server unreachable).
+FIRST_LIST = "start"
+EXPIRED = "expired"
+FAILED = "failed"
+GONE = 410
 
 
 class Source(Protocol):
@@ -104,7 +111,10 @@ class Informer:
         *,
         transform: Callable[[Json], Json] = lambda o: o,
         on_error: Callable[[str], None] = lambda message: None,
+        on_list: Callable[[str, int, str], None] = lambda cause, count, version: None,
     ) -> None:
+        """`on_list(cause, objects, resourceVersion)` after every successful list: the daemon
+        logs and counts relists, the proof that it caught up after an outage or a 410."""
         self.kind = kind
         self.store = Store()
         self.synced = threading.Event()
@@ -113,6 +123,8 @@ class Informer:
         self._query = tuple(query)
         self._transform = transform
         self._on_error = on_error
+        self._on_list = on_list
+        self._cause = FIRST_LIST
 
     def start(self, stop: threading.Event) -> threading.Thread:
         thread = threading.Thread(target=self.run, args=(stop,), name=f"informer-{self.kind}", daemon=True)
@@ -126,14 +138,18 @@ class Informer:
                 while not stop.is_set() and version:
                     version = self._follow(version)
             except ApiError as exc:
+                self._cause = EXPIRED if exc.status == GONE else FAILED
                 self._on_error(f"{self.kind} informer: {exc.message}; retrying in {RETRY_SECONDS:g}s")
                 stop.wait(RETRY_SECONDS)
 
     def _relist(self) -> str:
         listed = self._source.list(self._path, self._query)
-        self.store.replace([self._transform(o) for o in listed.get("items") or ()])
+        found = listed.get("items") or ()
+        self.store.replace([self._transform(o) for o in found])
         self.synced.set()
-        return str((listed.get("metadata") or {}).get("resourceVersion", ""))
+        version = str((listed.get("metadata") or {}).get("resourceVersion", ""))
+        self._on_list(self._cause, len(found), version)
+        return version
 
     def _follow(self, version: str) -> str:
         """One watch; returns the version to resume from, or "" when a relist is needed."""
@@ -147,17 +163,41 @@ class Informer:
             kind = str(event.get("type", ""))
             obj = event.get("object") or {}
             if kind == "ERROR":
-                return ""  # typically 410 Gone: the version is too old to resume from
+                # typically 410 Gone: the version is too old to resume from
+                self._cause = EXPIRED if obj.get("code") == GONE else FAILED
+                return ""
             version = str((obj.get("metadata") or {}).get("resourceVersion", version))
             if kind in ("ADDED", "MODIFIED", "DELETED"):
                 self.store.apply(kind, self._transform(obj))
         return version
 
 
-def pod_informer(source: Source, node_name: str, on_error: Callable[[str], None]) -> Informer:
+OnList = Callable[[str, str, int, str], None]
+
+
+def pod_informer(
+    source: Source,
+    node_name: str,
+    on_error: Callable[[str], None],
+    on_list: OnList = lambda kind, cause, count, version: None,
+) -> Informer:
     query = [("fieldSelector", f"spec.nodeName={node_name}")] if node_name else []
-    return Informer("pod", source, "/api/v1/pods", query, transform=slim_pod, on_error=on_error)
+    return Informer(
+        "pod",
+        source,
+        "/api/v1/pods",
+        query,
+        transform=slim_pod,
+        on_error=on_error,
+        on_list=lambda *listed: on_list("pod", *listed),
+    )
 
 
-def nad_informer(source: Source, on_error: Callable[[str], None]) -> Informer:
-    return Informer("nad", source, NADS_PATH, [], on_error=on_error)
+def nad_informer(
+    source: Source,
+    on_error: Callable[[str], None],
+    on_list: OnList = lambda kind, cause, count, version: None,
+) -> Informer:
+    return Informer(
+        "nad", source, NADS_PATH, [], on_error=on_error, on_list=lambda *listed: on_list("nad", *listed)
+    )

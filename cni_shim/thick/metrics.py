@@ -43,6 +43,13 @@ class Metrics:
             ["result"],
             registry=self.registry,
         )
+        self._lists = Counter(
+            f"{PREFIX}_informer_lists",
+            "Full lists by informer kind (pod, nad) and cause (start; expired: the watch got 410 "
+            "Gone; failed: the API server was unreachable or refused)",
+            ["kind", "cause"],
+            registry=self.registry,
+        )
         self._cached = Gauge(
             f"{PREFIX}_cached_objects", "Objects held by each informer", ["kind"], registry=self.registry
         )
@@ -59,6 +66,9 @@ class Metrics:
 
     def pod_event(self, result: str) -> None:
         self._pod_events.labels(result).inc()
+
+    def informer_list(self, kind: str, cause: str) -> None:
+        self._lists.labels(kind, cause).inc()
 
     def track_cache(self, kind: str, size: Callable[[], int]) -> None:
         self._cached.labels(kind).set_function(size)

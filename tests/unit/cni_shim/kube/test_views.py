@@ -10,7 +10,7 @@ import pytest
 
 from cni_shim.errors import ApiError
 from cni_shim.kube import informers
-from cni_shim.kube.informers import Informer, Store, slim_pod
+from cni_shim.kube.informers import Informer, Store, pod_informer, slim_pod
 from cni_shim.kube.views import CachedView, LiveView
 
 
@@ -169,6 +169,37 @@ def test_the_informer_lists_follows_the_watch_and_relists_after_an_error(monkeyp
     assert informer.synced.is_set()
     assert informer.store.versions() == {"ns/c": "19"}
     assert errors == ["pod informer: api server away; retrying in 0s"]
+
+
+def test_every_list_reports_its_cause_a_410_expired_an_outage_failed(monkeypatch):
+    monkeypatch.setattr(informers, "RETRY_SECONDS", 0.0)
+    stop = threading.Event()
+    listing = {"metadata": {"resourceVersion": "10"}, "items": [obj("ns", "a", "5")]}
+    script = [
+        listing,
+        [{"type": "ERROR", "object": {"code": 410, "reason": "Expired"}}],
+        listing,
+        ApiError("WATCH broke off", 0),
+        ApiError("connection refused", 0),
+        listing,
+        ApiError("too old resource version", 410),  # a watch refused outright with 410
+        listing,
+        [{"type": "ERROR", "object": {"code": 500}}],
+        listing,
+    ]
+    lists: list[tuple[str, str, int, str]] = []
+    informer = pod_informer(Source(script, stop), "n", lambda message: None, lambda *a: lists.append(a))
+    informer.run(stop)
+    assert lists == [
+        ("pod", cause, 1, "10")
+        for cause in (
+            informers.FIRST_LIST,
+            informers.EXPIRED,
+            informers.FAILED,
+            informers.EXPIRED,
+            informers.FAILED,
+        )
+    ]
 
 
 @pytest.mark.parametrize("frozen", [False, True])
