@@ -22,8 +22,9 @@ import contextlib
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
@@ -77,6 +78,7 @@ class Stack:
         pod_subnet: str = POD_SUBNET,
         install: str = PROCESSES,
         primary: Stack | None = None,
+        topology: Mapping[str, Any] | None = None,
     ) -> None:
         """``second_node``: also run a second real node (its own fake SR-IOV node, containerd,
         kubelet, driver and CNI daemon) as ``peer``, so the scheduler has two nodes; opt-in because
@@ -86,6 +88,9 @@ class Stack:
         ``install``: ``processes`` runs the driver and the CNI daemon as host processes of the bed
         (the fast inner loop); ``daemonsets`` installs the product's images and ``deploy/`` and lets
         the real kubelet run them (testbed/installation.py), each node in its own mount namespace.
+
+        ``topology``: the fake SR-IOV node's document (fixtures/topologies/); the two-rail node of
+        spec 14.2 when None.
         """
         if (second_node or install != PROCESSES) and kubelet != REAL:
             raise ReasonedError(
@@ -98,6 +103,7 @@ class Stack:
         self.installation: Installation | None = primary.installation if primary else None
         self.images: list[ProductImage] = primary.images if primary else []
         self.second_node = second_node
+        self.topology = topology
         self.node_name = node_name or bed.node_name
         self.pod_subnet = pod_subnet
         self.peer: Stack | None = None
@@ -234,8 +240,11 @@ class Stack:
 
     def up(self) -> None:
         started = time.monotonic()
-        self.say("Creating the fake SR-IOV node (two PCIe roots, one rail PF and one GPU under each)...")
-        self.node = FakeNode.up(load_two_rail(), self.run / "sys")
+        topology = self.topology or load_two_rail()
+        self.say(
+            f"Creating the fake SR-IOV node ({len(topology['roots'])} PCIe roots, one rail PF and one GPU under each)..."
+        )
+        self.node = FakeNode.up(topology, self.run / "sys")
         # The installation creates its own namespaces (Helm refuses to adopt one that exists).
         for name in (WORKLOAD_NS,) if self.installed else (DRIVER_NAMESPACE, WORKLOAD_NS):
             self.bed.create_namespace(name, exist_ok=True)
@@ -312,6 +321,7 @@ class Stack:
             pod_subnet=SECOND_NODE_POD_SUBNET,
             install=self.install,
             primary=self,
+            topology=self.topology,
         )
         self.peer.__enter__()
 
@@ -416,7 +426,13 @@ class Stacks:
         self.current: Stack | None = None
 
     def get(
-        self, *, thick: bool, kubelet: str = REAL, second_node: bool = False, install: str = PROCESSES
+        self,
+        *,
+        thick: bool,
+        kubelet: str = REAL,
+        second_node: bool = False,
+        install: str = PROCESSES,
+        topology: Mapping[str, Any] | None = None,
     ) -> Stack:
         for component in ("plugins", "whereabouts", "cnitool"):
             self.tools.require(component)
@@ -424,14 +440,22 @@ class Stacks:
             for component in realnode.NODE_COMPONENTS:
                 self.tools.require(component)
         current = self.current
-        wanted = (thick, kubelet, second_node, install)
+        wanted = (thick, kubelet, second_node, install, topology)
         if (
             current is not None
-            and (current.thick, current.kubelet_kind, current.second_node, current.install) != wanted
+            and (current.thick, current.kubelet_kind, current.second_node, current.install, current.topology)
+            != wanted
         ):
             self.close()
         if self.current is None:
-            stack = Stack(self.bed, thick=thick, kubelet=kubelet, second_node=second_node, install=install)
+            stack = Stack(
+                self.bed,
+                thick=thick,
+                kubelet=kubelet,
+                second_node=second_node,
+                install=install,
+                topology=topology,
+            )
             stack.__enter__()
             self.current = stack
         return self.current

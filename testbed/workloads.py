@@ -86,6 +86,96 @@ def pairs_workload(node: FakeNode, ipam: Mapping[str, Any]) -> Workload:
     )
 
 
+def eight_pairs_workload(node: FakeNode, ipam: Mapping[str, Any]) -> Workload:
+    """Issue 36's AI node: one Pod with eight GPU/NIC pairs, one per PCIe root, on the eight-pair
+    fake node (fixtures/topologies/eight-pair.yaml). Spec 14.2's objects grown from two rails to
+    the node's rails: per rail its source NAD (whereabouts on the rail's subnet), its
+    DeviceAttributes and its policy entry; the template pairs gpu-i with nic-i by pcieRoot."""
+    pairs = load_examples("multus-auto-gpu-nic-pairs.yaml")
+    attrs, policy = (
+        find(pairs, "DeviceAttributes", "rail-a-network-attributes"),
+        find(pairs, "SriovResourcePolicy"),
+    )
+    admin: list[dict[str, Any]] = [d for d in pairs if d["kind"] == "Namespace"]
+    configs = []
+    for pf in node.pfs:
+        net = f"{pf.rail}-net"
+        first = pf.subnet.rsplit(".", 1)[0]
+        conf = {
+            "cniVersion": "1.0.0",
+            "name": f"{WORKLOAD_NS}-{pf.rail}",
+            "type": "sriov",
+            "ipam": {
+                "type": "whereabouts",
+                "network_name": f"{WORKLOAD_NS}-{pf.rail}",
+                "range": pf.subnet,
+                "range_start": f"{first}.10",
+                "range_end": f"{first}.200",
+                **ipam,
+            },
+        }
+        admin.append(
+            {
+                "apiVersion": "k8s.cni.cncf.io/v1",
+                "kind": "NetworkAttachmentDefinition",
+                "metadata": {"name": net, "namespace": WORKLOAD_NS},
+                "spec": {"config": json.dumps(conf, indent=2)},
+            }
+        )
+        entry = copy.deepcopy(attrs)
+        entry["metadata"] = {
+            **attrs["metadata"],
+            "name": f"{pf.rail}-network-attributes",
+            "labels": {"networking.example.com/template": net},
+        }
+        for value in entry["spec"]["attributes"].values():  # the example's one name attribute
+            value["string"] = net
+        admin.append(entry)
+        configs.append(
+            {
+                "deviceAttributesSelector": {"matchLabels": {"networking.example.com/template": net}},
+                "resourceFilters": [{"vendors": [pf.vendor], "pfNames": [pf.netdev], "linkType": "eth"}],
+            }
+        )
+    admin.append({**copy.deepcopy(policy), "spec": {**policy["spec"], "configs": configs}})
+    count = len(node.pfs)
+    requests = []
+    for i in range(count):
+        for kind, device_class in (("gpu", "nvidia-gpu-pcie"), ("nic", "sriov-pcie-netdevice")):
+            requests.append(
+                {
+                    "name": f"{kind}-{i}",
+                    "exactly": {"deviceClassName": device_class, "allocationMode": "ExactCount", "count": 1},
+                }
+            )
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "eight-gpu-nic-pairs", "namespace": WORKLOAD_NS},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": requests,
+                    "constraints": [
+                        {"requests": [f"gpu-{i}", f"nic-{i}"], "matchAttribute": ATTR_PCIE_ROOT}
+                        for i in range(count)
+                    ],
+                }
+            }
+        },
+    }
+    pod = copy.deepcopy(find(pairs, "Pod"))
+    pod["metadata"]["name"] = "eight-pairs"
+    pod["spec"]["resourceClaims"] = [{"name": "devices", "resourceClaimTemplateName": "eight-gpu-nic-pairs"}]
+    return Workload(
+        "eight-pairs",
+        admin=tuple(admin),
+        workload=(*(d for d in pairs if d["kind"] == "DeviceClass"), template),
+        pod=pod,
+        advertised=frozenset(vf.pci for vf in node.vfs),
+    )
+
+
 def one_network_workload(node: FakeNode, ipam: Mapping[str, Any]) -> Workload:
     """Spec 14.1: one NAD named once in a DeviceClass; a Pod like 14.2's using its template."""
     pairs = load_examples("multus-auto-gpu-nic-pairs.yaml")
