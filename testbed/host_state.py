@@ -64,6 +64,20 @@ def remove_cgroup_tree(root: Path) -> list[str]:
     return left
 
 
+def cgroup_pids(cgroup_root: str) -> list[int]:
+    """Every process in the cgroup tree ``cgroup_root`` (e.g. a kubelet's --cgroup-root), in any
+    hierarchy: a node's containers, whoever their parent was."""
+    pids: set[int] = set()
+    for hierarchy in cgroup_hierarchies() if CGROUP_V1_ROOT.is_dir() else []:
+        root = hierarchy / cgroup_root.lstrip("/")
+        if not root.is_dir():
+            continue
+        for procs in root.rglob("cgroup.procs"):
+            with contextlib.suppress(OSError, ValueError):
+                pids.update(int(line) for line in procs.read_text().split())
+    return sorted(pids)
+
+
 def mounts_under(prefix: Path) -> list[str]:
     out = []
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
