@@ -112,6 +112,7 @@ class Report:
     config: Config
     kills: list[str] = field(default_factory=list)
     kills_by_kind: Counter[str] = field(default_factory=Counter)
+    serving_again_s: dict[str, list[float]] = field(default_factory=dict)  # kind -> each one's
     outcomes: list[PodOutcome] = field(default_factory=list)
     end_checks: list[Check] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
@@ -132,6 +133,10 @@ class Report:
             f"{self.config.in_flight} in flight",
             f"kills: {sum(self.kills_by_kind[k] for k in KINDS)} ({kinds}); "
             f"events: {sum(self.kills_by_kind[k] for k in EVENTS)} ({events}); churn {self.churn_s:.0f}s",
+            *(
+                f"  {kind}: {len(times)}, serving again in {min(times):.1f}-{max(times):.1f}s"
+                for kind, times in sorted(self.serving_again_s.items())
+            ),
             "end checks:",
             render_checks(self.end_checks),
         ]
@@ -347,14 +352,16 @@ class Soak:
                 self.report.failures.append(f"{kill.kind} on {node.node_name} did not come back: {exc}")
                 self.finish()
                 return
+            took = self.elapsed() - at
             line = (
                 f"t={at:6.1f}s {'kill ' if kill.kind in KINDS else ''}{kill.kind:<9} {what} "
-                f"(after {pods} Pods), serving again in {self.elapsed() - at:.1f}s"
+                f"(after {pods} Pods), serving again in {took:.1f}s"
             )
             self.say(f"soak: {line}")
             with self.lock:
                 self.report.kills.append(line)
                 self.report.kills_by_kind[kill.kind] += 1
+                self.report.serving_again_s.setdefault(kill.kind, []).append(took)
 
     def _disrupt(self, kill: Kill, node: Stack) -> str:
         """One event of the schedule, on ``node`` where it is a node's; returns what it hit."""
