@@ -3,11 +3,11 @@ cache is lost (a cniDir on a tmpfs, a careless cleanup). Each returns when it is
 
 from __future__ import annotations
 
-import shutil
 import time
 
 from pyroute2 import IPRoute
 
+from testbed import host_state
 from testbed.stack import Stack
 
 
@@ -26,11 +26,4 @@ def flap_link(stack: Stack, pf: int, down_s: float) -> str:
 def delete_cni_cache(stack: Stack) -> int:
     """Delete every entry of the node's cni-shim delegate cache (its cniDir); returns how many.
     A DEL that comes after it rebuilds the delegates from the Pod's shadows."""
-    cache = stack.cni.shim_cache
-    entries = list(cache.iterdir()) if cache.is_dir() else []
-    for entry in entries:
-        if entry.is_dir():
-            shutil.rmtree(entry, ignore_errors=True)
-        else:
-            entry.unlink(missing_ok=True)
-    return len(entries)
+    return host_state.empty_dir(stack.cni.shim_cache)

@@ -415,27 +415,28 @@ class RealNode:
 
     # -- power loss and boot (testbed/reboot.py) --------------------------------------------
 
-    def power_off(self) -> None:
+    def power_off(self, also: Sequence[int] = ()) -> None:
         """What a power loss does to this node's kernel and tmpfs: every process of it dies at once
-        (the kubelet, containerd, every shim and every container), each mount of it goes (rootfs,
-        shm, the Pods' volumes, the sandboxes' network namespace mounts, so the namespaces and the
-        veths in them die with their last user), its cgroups vanish and containerd's state
-        directory, its /run, is emptied. containerd's root (its /var/lib: images, the sandboxes'
-        metadata) and the kubelet's root directory stay, as they would on disk."""
+        (the kubelet, containerd, every shim, container and CNI plugin, and ``also``: other
+        processes of the node, with their children), each mount of it goes (rootfs, shm, the
+        Pods' volumes, the sandboxes' network namespace mounts, so the namespaces and the veths in
+        them die with their last user), its cgroups vanish and containerd's state directory, its
+        /run, is emptied. containerd's root (its /var/lib: images, the sandboxes' metadata) and
+        the kubelet's root directory stay, as they would on disk."""
         shim = self.bin.shim_dir / "containerd-shim-runc-v2"
-        victims = [
-            *(r.pid for r in (self.kubelet, self.containerd) if r is not None),
-            *host_state.pids_with(shim, str(self.socket)),
-            *host_state.cgroup_pids(self.cgroup_root),
-        ]
-        for pid in victims:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+        victims = host_state.kill_trees(
+            [
+                *(r.pid for r in (self.kubelet, self.containerd) if r is not None),
+                *host_state.pids_with(shim, str(self.socket)),
+                *host_state.cgroup_pids(self.cgroup_root),
+                *also,
+            ]
+        )
         # Reaped (the kubelet and containerd are our children) and really gone before the unmounts.
         processes.stop([r for r in (self.kubelet, self.containerd) if r is not None], grace=STOP_GRACE)
         self.kubelet = self.containerd = None
         wait_for(
-            lambda: not any(processes.start_ticks(pid) for pid in victims),
+            lambda: not any(processes.start_ticks(pid) for pid in victims if pid not in also),
             STOP_GRACE,
             what=f"every process of {self.node_name} to die",
             interval=0.1,

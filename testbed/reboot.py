@@ -18,15 +18,13 @@ and the e2e tests use.
 
 from __future__ import annotations
 
-import contextlib
-import shutil
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 from pyroute2 import IPRoute
 
+from testbed import host_state
 from testbed.stack import Stack
 from testbed.waiting import wait_for
 
@@ -42,23 +40,23 @@ class Reboot:
 
 def power_off(stack: Stack) -> list[str]:
     """Everything of the node that a power loss ends; returns the VFs that were inside Pods."""
-    if stack.cni.daemon is not None:
-        stack.cni.daemon.proc.kill()
-        stack.cni.daemon.proc.wait()
-    driver = stack.host_driver.process
-    if driver is not None:
-        driver.proc.kill()
-        driver.proc.wait()
     node = stack.fake_node
-    on_host = set(_host_link_names())
-    in_pods = [vf.netdev for vf in node.vfs if vf.netdev not in on_host]
-    stack.node_runtime.power_off()
+    in_pods = [vf.netdev for vf in node.vfs if vf.netdev not in set(_host_link_names())]
+    products = [p.proc for p in (stack.host_driver.process, stack.cni.daemon) if p is not None]
+    # The driver and the daemon die with their children (the daemon's delegates: CNI plugins).
+    stack.node_runtime.power_off(also=[proc.pid for proc in products])
+    for proc in products:
+        proc.wait()
     for run_dir in (stack.cni.socket_dir, stack.node_runtime.cdi_dir):
-        _empty(run_dir)
-    # Each Pod's VF dies with the Pod's namespace; then it is back on the host, as a real VF is.
-    wait_for(
-        lambda: set(in_pods) <= set(node.lost()), SETTLE_S, what="the Pods' namespaces to go", interval=0.1
-    )
+        host_state.empty_dir(run_dir)
+
+    def settled() -> bool:
+        # Each VF is on the host or died with a Pod's namespace (which goes asynchronously).
+        lost, home = set(node.lost()), set(_host_link_names())
+        return all(vf.netdev in lost or vf.netdev in home for vf in node.vfs)
+
+    wait_for(settled, SETTLE_S, what="the Pods' namespaces to go", interval=0.1)
+    # Back on the host, as a real VF is.
     node.heal()
     _reset(vf.netdev for vf in node.vfs)
     return in_pods
@@ -93,14 +91,3 @@ def _reset(names: Iterable[str]) -> None:
             for index in ipr.link_lookup(ifname=name):
                 ipr.link("set", index=index, state="down")
                 ipr.flush_addr(index=index)
-
-
-def _empty(directory: Path) -> None:
-    """A tmpfs after boot: the directory is there, nothing in it."""
-    if directory.is_dir():
-        for entry in directory.iterdir():
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry, ignore_errors=True)
-            else:
-                with contextlib.suppress(FileNotFoundError):
-                    entry.unlink()

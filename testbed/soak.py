@@ -350,6 +350,7 @@ class Soak:
                 what = self._disrupt(kill, node)
             except Exception as exc:  # the node (or the bed) did not come back: the soak ends here
                 self.report.failures.append(f"{kill.kind} on {node.node_name} did not come back: {exc}")
+                self.say(f"soak: {self.report.failures[-1]}")
                 self.finish()
                 return
             took = self.elapsed() - at
