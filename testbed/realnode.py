@@ -432,6 +432,21 @@ class RealNode:
                 *also,
             ]
         )
+        # A shim that containerd was starting daemonizes (its parent becomes init) and can slip
+        # past the first listing: look again until no shim of this node and no container is left.
+        for _ in range(50):
+            left = [
+                pid
+                for pid in [
+                    *host_state.pids_with(shim, str(self.socket)),
+                    *host_state.cgroup_pids(self.cgroup_root),
+                ]
+                if processes.start_ticks(pid)
+            ]
+            if not left:
+                break
+            victims += host_state.kill_trees(left)
+            time.sleep(0.1)  # the killed ones are still listed until they are reaped
         # Reaped (the kubelet and containerd are our children) and really gone before the unmounts.
         processes.stop([r for r in (self.kubelet, self.containerd) if r is not None], grace=STOP_GRACE)
         self.kubelet = self.containerd = None
