@@ -3,8 +3,11 @@
 Starts the test bed, then a Stack with a second real node (each node: fake SR-IOV node,
 containerd, kubelet, sriov-dra-driver, cni-shim-daemon), creates and deletes SOAK_PODS managed
 Pods (default 200), SOAK_IN_FLIGHT at once (default 8: every VF of both nodes in use), while the
-seeded schedule kills the driver, the daemon and the kubelet; checks that nothing leaked; tears
-everything down. Bounded by SOAK_TIME_LIMIT seconds of churn (default 900). Exit 1 on any failure,
+seeded schedule kills the driver, the daemon and the kubelet (SOAK_KILLS, default 15) and reboots a
+node (SOAK_REBOOTS, 2), flaps a PF's link (SOAK_LINK_FLAPS, 2), restarts the API server
+(SOAK_APISERVER_RESTARTS, 1) and deletes a node's CNI delegate cache (SOAK_CACHE_DELETIONS, 2);
+checks that nothing leaked; tears everything down. A seed names the same kills as before these
+events existed (they come from their own stream); set their counts to 0 for the old schedule. Bounded by SOAK_TIME_LIMIT seconds of churn (default 900). Exit 1 on any failure,
 naming the seed: `SOAK_SEED=<seed> make soak` repeats its schedule. Run it under the bed lock
 (`flock /tmp/auto-sriov-bed.lock make soak`) on a shared machine.
 """
@@ -37,6 +40,10 @@ def main() -> int:
         in_flight=int(os.environ.get("SOAK_IN_FLIGHT", "8")),
         kills=int(os.environ.get("SOAK_KILLS", "15")),
         time_limit_s=float(os.environ.get("SOAK_TIME_LIMIT", "900")),
+        reboots=int(os.environ.get("SOAK_REBOOTS", "2")),
+        link_flaps=int(os.environ.get("SOAK_LINK_FLAPS", "2")),
+        apiserver_restarts=int(os.environ.get("SOAK_APISERVER_RESTARTS", "1")),
+        cache_deletions=int(os.environ.get("SOAK_CACHE_DELETIONS", "2")),
     )
     tools = ToolSet()
     reason = realnode.unavailable_reason(tools)

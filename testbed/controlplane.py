@@ -21,7 +21,7 @@ from kubernetes import config as kube_config
 from sriov_contract.errors import ReasonedError
 from testbed import audit, bootstrap, kubeconfig, pki, probes, runstate
 from testbed.bed import TestBed
-from testbed.processes import free_port, launch, log_tail
+from testbed.processes import free_port, launch, log_tail, stop
 from testbed.tools import REPO_ROOT, ToolSet
 from testbed.waiting import WaitTimeout, wait_for
 
@@ -304,3 +304,32 @@ def _bring_up(starter: _Starter, binaries: Binaries, crd_dir: Path) -> None:
     if starter.detached:
         state.owner_pid = state.owner_ticks = None
     state.save()
+
+
+def restart_apiserver(bed: TestBed, *, down_s: float = 0.0) -> float:
+    """Stop the bed's kube-apiserver (SIGTERM, as an upgrade or a crash-looping control plane
+    would), keep it down ``down_s`` seconds, start it again with the same arguments and wait until
+    it is ready. Everything else of the bed keeps running and sees the outage. Returns the time
+    from the stop until ready again."""
+    state = bed.state
+    (old,) = [p for p in state.processes if p.name == "kube-apiserver"]
+    started = time.monotonic()
+    stop([old], grace=30)
+    time.sleep(down_s)  # the outage itself: nothing to wait for, the length is the point
+    starter = _Starter(state, detached=False)
+    state.processes.remove(old)
+    starter.launch(
+        "kube-apiserver",
+        apiserver_args(
+            Binaries.resolve(bed.tools).apiserver, state, state.ports["etcd"], state.ports["apiserver"]
+        ),
+    )
+    starter.wait_healthy(
+        "kube-apiserver",
+        state.ports["apiserver"],
+        "/readyz",
+        tls=True,
+        verify=True,
+        timeout=APISERVER_READY_TIMEOUT,
+    )
+    return time.monotonic() - started

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
+import shutil
+import signal
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 # The kubelet's kernel tunables (pkg/kubelet/cm setupKernelTunables) plus the keyring limits it
@@ -62,6 +64,71 @@ def remove_cgroup_tree(root: Path) -> list[str]:
     except OSError:
         left.append(str(root))
     return left
+
+
+def cgroup_pids(cgroup_root: str) -> list[int]:
+    """Every process in the cgroup tree ``cgroup_root`` (e.g. a kubelet's --cgroup-root), in any
+    hierarchy: a node's containers, whoever their parent was."""
+    pids: set[int] = set()
+    for hierarchy in cgroup_hierarchies() if CGROUP_V1_ROOT.is_dir() else []:
+        root = hierarchy / cgroup_root.lstrip("/")
+        if not root.is_dir():
+            continue
+        for procs in root.rglob("cgroup.procs"):
+            with contextlib.suppress(OSError, ValueError):
+                pids.update(int(line) for line in procs.read_text().split())
+    return sorted(pids)
+
+
+def _children() -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                stat = (proc / "stat").read_text()
+                ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+                out.setdefault(ppid, []).append(int(proc.name))
+    return out
+
+
+def kill_trees(roots: Iterable[int]) -> list[int]:
+    """SIGKILL these processes and all their descendants at once, as a power loss would: each is
+    stopped first (a stopped process forks no child the listing could miss), then all are killed.
+    Returns the PIDs killed."""
+    stopped: set[int] = set()
+    wanted = set(roots)
+    while True:
+        children = _children()
+        tree = set(wanted)
+        todo = list(wanted | stopped)
+        while todo:
+            for child in children.get(todo.pop(), []):
+                if child not in tree:
+                    tree.add(child)
+                    todo.append(child)
+        new = tree - stopped
+        if not new:
+            break
+        for pid in new:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGSTOP)
+        stopped |= new
+    for pid in stopped:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    return sorted(stopped)
+
+
+def empty_dir(directory: Path) -> int:
+    """Remove everything in ``directory`` (which stays, as a tmpfs's mount point would); returns
+    how many entries went."""
+    entries = list(directory.iterdir()) if directory.is_dir() else []
+    for entry in entries:
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+    return len(entries)
 
 
 def mounts_under(prefix: Path) -> list[str]:

@@ -428,6 +428,65 @@ class RealNode:
         processes.stop([self.containerd], grace=STOP_GRACE)  # reaps it
         self._start_containerd()
 
+    # -- power loss and boot (testbed/reboot.py) --------------------------------------------
+
+    def power_off(self, also: Sequence[int] = ()) -> None:
+        """What a power loss does to this node's kernel and tmpfs: every process of it dies at once
+        (the kubelet, containerd, every shim, container and CNI plugin, and ``also``: other
+        processes of the node, with their children), each mount of it goes (rootfs, shm, the
+        Pods' volumes, the sandboxes' network namespace mounts, so the namespaces and the veths in
+        them die with their last user), its cgroups vanish and containerd's state directory, its
+        /run, is emptied. containerd's root (its /var/lib: images, the sandboxes' metadata) and
+        the kubelet's root directory stay, as they would on disk."""
+        shim = self.bin.shim_dir / "containerd-shim-runc-v2"
+        victims = host_state.kill_trees(
+            [
+                *(r.pid for r in (self.kubelet, self.containerd) if r is not None),
+                *host_state.pids_with(shim, str(self.socket)),
+                *host_state.cgroup_pids(self.cgroup_root),
+                *also,
+            ]
+        )
+        # A shim that containerd was starting daemonizes (its parent becomes init) and can slip
+        # past the first listing: look again until no shim of this node and no container is left.
+        for _ in range(50):
+            left = [
+                pid
+                for pid in [
+                    *host_state.pids_with(shim, str(self.socket)),
+                    *host_state.cgroup_pids(self.cgroup_root),
+                ]
+                if processes.start_ticks(pid)
+            ]
+            if not left:
+                break
+            victims += host_state.kill_trees(left)
+            time.sleep(0.1)  # the killed ones are still listed until they are reaped
+        # Reaped (the kubelet and containerd are our children) and really gone before the unmounts.
+        processes.stop([r for r in (self.kubelet, self.containerd) if r is not None], grace=STOP_GRACE)
+        self.kubelet = self.containerd = None
+        wait_for(
+            lambda: not any(processes.start_ticks(pid) for pid in victims if pid not in also),
+            STOP_GRACE,
+            what=f"every process of {self.node_name} to die",
+            interval=0.1,
+        )
+        for mount in sorted(
+            host_state.mounts_under(self.dir) + host_state.mounts_under(self.root_dir), key=len, reverse=True
+        ):
+            subprocess.run(["umount", "-l", mount], capture_output=True, check=False)
+        for hierarchy in host_state.cgroup_hierarchies() if host_state.CGROUP_V1_ROOT.is_dir() else []:
+            host_state.remove_cgroup_tree(hierarchy / self.cgroup_root.lstrip("/"))
+        shutil.rmtree(self.dir / "ctd" / "state", ignore_errors=True)
+
+    def boot(self) -> None:
+        """Start containerd and the kubelet again on what stayed on disk (no image import: the
+        images are in containerd's root)."""
+        for hierarchy in host_state.cgroup_hierarchies():
+            (hierarchy / self.cgroup_root.lstrip("/")).mkdir(exist_ok=True)
+        self._start_containerd()
+        self.start_kubelet()
+
     # -- what runs on it ---------------------------------------------------------------------
 
     def sandboxes(self, pod_uid: str | None = None) -> list[dict[str, Any]]:

@@ -1,5 +1,7 @@
 """`make soak`: managed Pods created and deleted on two real nodes while a seeded schedule kills
-the driver, cni-shim-daemon and the kubelet at random moments (testbed/stack.py, second_node).
+the driver, cni-shim-daemon and the kubelet at random moments (testbed/stack.py, second_node),
+and, as many as asked for, reboots a node (testbed/reboot.py), flaps a PF's link, restarts the API
+server and deletes a node's CNI delegate cache.
 
 Bounded in count and in time, it stops by itself. Each Pod gets one VF on each rail; every Pod
 that reached Running must have exactly its managed interfaces; at the end nothing may be left:
@@ -11,6 +13,7 @@ machine's, so a failure prints the seed that reproduces the schedule.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import logging
@@ -18,13 +21,14 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from kubernetes.client.exceptions import ApiException
 
 from sriov_contract import keys
 from sriov_contract.errors import ReasonedError
+from testbed import controlplane, node_events, reboot
 from testbed.checks import check_addresses, check_interfaces, check_shadows, teardown_checks
 from testbed.cluster import NAD_API
 from testbed.netlinks import ipv4_addresses
@@ -32,9 +36,14 @@ from testbed.observation import Observed, observe
 from testbed.results import PASS, Check, check, render_checks
 from testbed.scenario import applied, stop_pod
 from testbed.stack import Stack
-from testbed.workloads import rails_workload
+from testbed.workloads import Workload, rails_workload
 
 KINDS = ("driver", "daemon", "kubelet")
+# The node's bad days beyond the kills (issue #35): drawn from their own random stream, so a seed
+# names the same kills whether or not these are asked for.
+REBOOT, LINK_FLAP, APISERVER, CACHE = "reboot", "linkflap", "apiserver", "cachedel"
+EVENTS = (REBOOT, LINK_FLAP, APISERVER, CACHE)
+LINK_DOWN_S = 3.0  # how long a flapped PF stays down
 MANAGED_INTERFACES = ("dra0", "dra1")  # one VF per rail (rails_workload)
 CLUSTER_INTERFACES = ("lo", "eth0")
 RUNNING_TIMEOUT = 240.0  # generous: a kubelet restart and the retries after it sit in between
@@ -55,19 +64,39 @@ class Config:
     in_flight: int = 8
     kills: int = 15
     time_limit_s: float = 900.0
+    reboots: int = 0
+    link_flaps: int = 0
+    apiserver_restarts: int = 0
+    cache_deletions: int = 0
+
+    def events(self) -> dict[str, int]:
+        return {
+            REBOOT: self.reboots,
+            LINK_FLAP: self.link_flaps,
+            APISERVER: self.apiserver_restarts,
+            CACHE: self.cache_deletions,
+        }
 
 
 def schedule(config: Config) -> list[Kill]:
-    """The seeded kill schedule: ``config.kills`` kills spread over the run (none in the last
-    tenth, so the end checks see a settled node), every kind about equally often, on either node."""
+    """The seeded schedule: ``config.kills`` kills spread over the run (none in the last tenth, so
+    the end checks see a settled node), every kind about equally often, on either node; then the
+    other events asked for, from a second stream of the same seed (the kills stay what they were)."""
     rng = random.Random(config.seed)
     kinds = [KINDS[i % len(KINDS)] for i in range(config.kills)]
     rng.shuffle(kinds)
     last = max(1, config.pods - config.pods // 10)
     at = sorted(rng.randrange(1, last + 1) for _ in kinds)
-    return [
+    kills = [
         Kill(a, round(rng.uniform(0.0, 4.0), 2), k, rng.randrange(2)) for a, k in zip(at, kinds, strict=True)
     ]
+    more = random.Random(f"{config.seed}:events")
+    events = [
+        Kill(more.randrange(1, last + 1), round(more.uniform(0.0, 4.0), 2), kind, more.randrange(2))
+        for kind, count in config.events().items()
+        for _ in range(count)
+    ]
+    return sorted(kills + events, key=lambda k: k.after_pods)  # stable: kills first on a tie
 
 
 @dataclass
@@ -83,6 +112,7 @@ class Report:
     config: Config
     kills: list[str] = field(default_factory=list)
     kills_by_kind: Counter[str] = field(default_factory=Counter)
+    serving_again_s: dict[str, list[float]] = field(default_factory=dict)  # kind -> each one's
     outcomes: list[PodOutcome] = field(default_factory=list)
     end_checks: list[Check] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
@@ -96,11 +126,17 @@ class Report:
         ran = [o for o in self.outcomes if o.ran]
         per_node = Counter(o.node for o in ran)
         kinds = ", ".join(f"{k} {self.kills_by_kind[k]}" for k in KINDS)
+        events = ", ".join(f"{k} {self.kills_by_kind[k]}" for k in EVENTS)
         lines = [
             f"seed {self.config.seed}: {len(self.outcomes)} Pods created and deleted, {len(ran)} reached "
             f"Running ({', '.join(f'{n} on {node}' for node, n in sorted(per_node.items()))}), "
             f"{self.config.in_flight} in flight",
-            f"kills: {sum(self.kills_by_kind.values())} ({kinds}); churn {self.churn_s:.0f}s",
+            f"kills: {sum(self.kills_by_kind[k] for k in KINDS)} ({kinds}); "
+            f"events: {sum(self.kills_by_kind[k] for k in EVENTS)} ({events}); churn {self.churn_s:.0f}s",
+            *(
+                f"  {kind}: {len(times)}, serving again in {min(times):.1f}-{max(times):.1f}s"
+                for kind, times in sorted(self.serving_again_s.items())
+            ),
             "end checks:",
             render_checks(self.end_checks),
         ]
@@ -131,6 +167,42 @@ def interface_problems(stack: Stack, obs: Observed) -> list[str]:
     return problems
 
 
+class Gate:
+    """The soak's own API steps against an API server restart: the restart waits until the steps
+    in flight are done and no new one starts until it is over. Only the soak's client pauses (a
+    user's kubectl would fail meanwhile); the kubelets, drivers, daemons and controllers live
+    through the outage with their work in flight."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._active = 0
+        self._closed = False
+
+    @contextlib.contextmanager
+    def step(self) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._closed)
+            self._active += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._active -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def closed(self) -> Iterator[None]:
+        with self._cond:
+            self._closed = True
+            self._cond.wait_for(lambda: self._active == 0)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._closed = False
+                self._cond.notify_all()
+
+
 class Soak:
     """Churn: ``config.in_flight`` workers create, check and delete rails Pods on both nodes, while
     the main thread disrupts them: the seeded kill schedule, or what ``run`` is given (an upgrade,
@@ -149,6 +221,12 @@ class Soak:
         self.created = 0
         self.started = 0.0
         self.stop = threading.Event()
+        self.gate = Gate()
+        # Per node: how many reboots began, and whether it serves (not in the middle of one).
+        self.reboots: Counter[str] = Counter()
+        self.serving = {node.node_name: threading.Event() for node in stack.nodes}
+        for event in self.serving.values():
+            event.set()
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -227,18 +305,32 @@ class Soak:
         pod = copy.deepcopy(self.workload.pod)
         pod["metadata"]["name"] = outcome.name
         namespace = pod["metadata"]["namespace"]
-        self.stack.cluster.create_pod(pod)
+        with self.gate.step():
+            self.stack.cluster.create_pod(pod)
         try:
-            live = self.stack.cluster.wait_running(namespace, outcome.name, RUNNING_TIMEOUT)
-            outcome.node = str(live["spec"]["nodeName"])
-            outcome.ran = True
-            obs = observe(self.stack, live)
-            outcome.problems += interface_problems(self.stack.on(outcome.node), obs)
+            for attempt in range(3):
+                with self.gate.step():
+                    live = self.stack.cluster.wait_running(namespace, outcome.name, RUNNING_TIMEOUT)
+                outcome.node = str(live["spec"]["nodeName"])
+                outcome.ran = True
+                # A node that reboots under the check restarts the Pod in a new sandbox: checked
+                # again once the node is back (the same interfaces are owed after a reboot).
+                self.serving[outcome.node].wait()
+                generation = self.reboots[outcome.node]
+                try:
+                    with self.gate.step():
+                        problems = interface_problems(self.stack.on(outcome.node), observe(self.stack, live))
+                except (ReasonedError, OSError, ValueError, KeyError) as exc:
+                    problems = [f"{type(exc).__name__}: {str(exc)[:500]}"]
+                if not problems or self.reboots[outcome.node] == generation or attempt == 2:
+                    outcome.problems += problems
+                    break
         except ReasonedError as exc:
             outcome.problems.append(f"{exc.reason}: {exc.message[:500]}")
         finally:
             # Deleted as a user would; a deletion that does not complete is this Pod's failure too.
-            stop_pod(self.stack, pod)
+            with self.gate.step():
+                stop_pod(self.stack, pod)
 
     def _stop_after(self, workers: Sequence[threading.Thread]) -> None:
         for thread in workers:
@@ -255,35 +347,63 @@ class Soak:
             node = self.stack.nodes[kill.node]
             at, pods = self.elapsed(), self.created
             try:
-                node.kill(kill.kind)
-            except ReasonedError as exc:
+                what = self._disrupt(kill, node)
+            except Exception as exc:  # the node (or the bed) did not come back: the soak ends here
                 self.report.failures.append(f"{kill.kind} on {node.node_name} did not come back: {exc}")
+                self.say(f"soak: {self.report.failures[-1]}")
+                self.finish()
                 return
+            took = self.elapsed() - at
             line = (
-                f"t={at:6.1f}s kill {kill.kind:<7} on {node.node_name} (after {pods} Pods), "
-                f"serving again in {self.elapsed() - at:.1f}s"
+                f"t={at:6.1f}s {'kill ' if kill.kind in KINDS else ''}{kill.kind:<9} {what} "
+                f"(after {pods} Pods), serving again in {took:.1f}s"
             )
             self.say(f"soak: {line}")
             with self.lock:
                 self.report.kills.append(line)
                 self.report.kills_by_kind[kill.kind] += 1
+                self.report.serving_again_s.setdefault(kill.kind, []).append(took)
+
+    def _disrupt(self, kill: Kill, node: Stack) -> str:
+        """One event of the schedule, on ``node`` where it is a node's; returns what it hit."""
+        if kill.kind == APISERVER:
+            with self.gate.closed():
+                controlplane.restart_apiserver(self.stack.bed)
+            return "of the bed"
+        if kill.kind == REBOOT:
+            self.serving[node.node_name].clear()
+            self.reboots[node.node_name] += 1
+            try:
+                reboot.reboot(node)
+            finally:
+                self.serving[node.node_name].set()
+        elif kill.kind == LINK_FLAP:
+            pf = node_events.flap_link(node, self.report.kills_by_kind[LINK_FLAP], LINK_DOWN_S)
+            return f"{pf} on {node.node_name}"
+        elif kill.kind == CACHE:
+            return f"on {node.node_name} ({node_events.delete_cni_cache(node)} entries)"
+        else:
+            node.kill(kill.kind)
+        return f"on {node.node_name}"
 
     # -- the end ----------------------------------------------------------------------------------
 
     def _end_checks(self) -> list[Check]:
-        refs = [f"{self.workload.namespace}/{o.name}" for o in self.report.outcomes]
-        checks = []
-        for node in self.stack.nodes:
-            checks += [
-                Check(f"{node.node_name}: {c.name}", c.status, c.detail)
-                for c in [
-                    *teardown_checks(node, self.workload, refs),
-                    cdi_check(node),
-                    orphan_check(node),
-                ]
-            ]
-        checks.append(finalizer_check(self.stack, self.workload.namespace))
-        return checks
+        return end_checks(
+            self.stack, self.workload, [f"{self.workload.namespace}/{o.name}" for o in self.report.outcomes]
+        )
+
+
+def end_checks(stack: Stack, workload: Workload, refs: Sequence[str]) -> list[Check]:
+    """Nothing of these Pods (namespace/name) is left on either node, nor in the API."""
+    checks = []
+    for node in stack.nodes:
+        checks += [
+            Check(f"{node.node_name}: {c.name}", c.status, c.detail)
+            for c in [*teardown_checks(node, workload, refs), cdi_check(node), orphan_check(node)]
+        ]
+    checks.append(finalizer_check(stack, workload.namespace))
+    return checks
 
 
 def cdi_check(node: Stack) -> Check:
