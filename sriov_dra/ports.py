@@ -77,8 +77,9 @@ class PodLister(Protocol):
 
 @runtime_checkable
 class ClaimLister(Protocol):
-    def list_claims(self) -> Iterable[Mapping[str, Any]]:
-        """Every ResourceClaim as one consistent listing, possibly streamed."""
+    def list_claims(self, namespace: str) -> Iterable[Mapping[str, Any]]:
+        """The ResourceClaims of one namespace as one consistent listing, possibly streamed (a
+        node never lists every claim of the cluster: issue 34)."""
 
 
 @runtime_checkable

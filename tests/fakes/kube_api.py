@@ -59,6 +59,7 @@ class FakeApi:
         self.faults: dict[tuple[str, str], list[Fault]] = {}
         self.writes: list[tuple[str, str, str]] = []
         self.reads: list[tuple[str, str, str]] = []
+        self.claim_namespaces_listed: list[str] = []
         """Every get and list call, as (verb, kind, name)."""
         self._rv = itertools.count(1)
         self._lock = threading.RLock()
@@ -178,8 +179,9 @@ class FakeApi:
             for p in pods
         ]
 
-    def list_claims(self) -> list[Obj]:
-        return self._list("claims", lambda o: True)
+    def list_claims(self, namespace: str) -> list[Obj]:
+        self.claim_namespaces_listed.append(namespace)
+        return self._list("claims", lambda o: o["metadata"].get("namespace") == namespace)
 
     def _list(self, kind: str, keep: Callable[[Obj], bool]) -> list[Obj]:
         def listing() -> list[Obj]:

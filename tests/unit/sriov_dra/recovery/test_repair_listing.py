@@ -212,3 +212,39 @@ def test_a_pod_missing_its_selections_takes_the_live_path_alone(env: Env) -> Non
     )
     assert len(names) == len(VFS)
     assert env.api.stored("pods", NS, "other") == untouched
+
+
+def _foreign_claim(env: Env, namespace: str) -> None:
+    """Another node's claim, allocated and reserved, in a namespace none of this node's claims are in."""
+    env.api.put(
+        "claims",
+        {
+            "metadata": {
+                "namespace": namespace,
+                "name": "theirs",
+                "uid": "f0000000-0000-4000-8000-000000000001",
+            },
+            "status": {
+                "allocation": {"devices": {"results": [{"driver": "x", "pool": "node-9", "device": "vf-9"}]}},
+                "reservedFor": [
+                    {"resource": "pods", "name": "p", "uid": "f0000000-0000-4000-8000-000000000002"}
+                ],
+            },
+        },
+    )
+
+
+def test_a_pass_lists_claims_in_its_own_claims_namespaces_only(env: Env) -> None:
+    """No cluster-wide claim listing (issue 34): another node's claim elsewhere is never read."""
+    _pod, uid, _shadows = prepared(env)
+    _foreign_claim(env, "elsewhere")
+    listing = env.lister.list_for_pass()
+    assert env.api.claim_namespaces_listed == [NS]
+    assert listing.claims is not None and set(listing.claims) == {uid}
+    assert listing_worker(env).run_once() == {uid: ""}
+
+
+def test_a_node_without_claims_lists_no_claims(env: Env) -> None:
+    _foreign_claim(env, "elsewhere")
+    assert env.lister.list_for_pass([]).claims == {}
+    assert env.api.claim_namespaces_listed == []
