@@ -68,8 +68,11 @@ PODS_PER_NODE = 8
 PODS_PER_NAMESPACE = 100
 WINDOW = 20.0
 CHURN_SHARE = 0.01
+NODE0_PODS = 32
 FULL_SERIES = (10, 100, 1000)
-QUICK_SERIES = (5, 20)
+# make bench's default: two points, about two minutes; quick: one point.
+DEFAULT_SERIES = (10, 50)
+QUICK_SERIES = (5,)
 NAD_API = ("k8s.cni.cncf.io", "v1")
 NADS = "network-attachment-definitions"
 SOURCE_CONFIG = json.dumps(
@@ -392,26 +395,40 @@ def report(r: dict[str, Any]) -> None:
         operator_bench.report(r["operator"])
 
 
+def series(text: str, quick: bool) -> list[int]:
+    """The N series from "10,100,1000"; empty: the default (quick) one."""
+    chosen = [int(n) for n in text.split(",") if n.strip()]
+    return chosen or list(QUICK_SERIES if quick else DEFAULT_SERIES)
+
+
+def operator_size(text: str) -> tuple[int, int] | None:
+    """(policies, nodes) from "500x1000"; empty: no operator part."""
+    if not text:
+        return None
+    policies, nodes = (int(x) for x in text.split("x"))
+    return policies, nodes
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument(
         "--nodes", default=",".join(map(str, FULL_SERIES)), help="the N series, grown in place"
     )
-    parser.add_argument("--pods", type=int, default=32, help="node-0's Pods of 8 VFs each")
+    parser.add_argument("--pods", type=int, default=NODE0_PODS, help="node-0's Pods of 8 VFs each")
     parser.add_argument("--operator", default="", help="PxN: the operator at P policies on N nodes")
     parser.add_argument("--json", default="", help="write the result here too")
     parser.add_argument(
         "--before", default="", help="a checkout of the code before issue 34 (its .venv's cni-shim-daemon)"
     )
     opts = parser.parse_args(argv)
-    series = [int(n) for n in opts.nodes.split(",") if n]
-    operator = tuple(int(x) for x in opts.operator.split("x")) if opts.operator else None
     with (
         tempfile.TemporaryDirectory(prefix="bench-cluster-", dir="/var/tmp") as work,
         test_bed(ToolSet()) as bed,
     ):
         before = Path(opts.before) / ".venv" / "bin" / "cni-shim-daemon" if opts.before else None
-        result = measure(bed, series, opts.pods, Path(work), operator, before)  # type: ignore[arg-type]
+        result = measure(
+            bed, series(opts.nodes, False), opts.pods, Path(work), operator_size(opts.operator), before
+        )
     report(result)
     if opts.json:
         Path(opts.json).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")

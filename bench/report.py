@@ -1,6 +1,7 @@
 """Issue #21's targets from one `make bench` record, as the printed table and docs/performance.md.
 
     python -m bench.report bench/results/<date>-<gitsha>.json   # rewrites docs/performance.md's results
+    python -m bench.report <make bench record> <cluster record>  # with issue 34's full cluster series
 
 Every row compares this run's figure with its peer measured in the same run; a row whose part
 did not run, or whose keys the record lacks, reads "not measured" instead of failing. A missed
@@ -347,6 +348,9 @@ def _figures(results: Mapping[str, Any]) -> list[str]:
             f"Daemon RSS over {leak['cycles']} ADD/DEL cycles: cni-shim-daemon {leak['rss_idle_kib'] / 1024:.1f} idle, "
             f"{leak['rss_after_warmup_kib'] / 1024:.1f} -> {leak['rss_end_kib'] / 1024:.1f} MiB{peer_text}.",
         ]
+    cluster = results.get("cluster")
+    if cluster:
+        lines += cluster_lines(cluster)
     return lines
 
 
@@ -361,7 +365,7 @@ def section(record: Mapping[str, Any], name: str) -> str:
     return "\n".join(
         [
             BEGIN,
-            f"Issue #21's targets, from `{name}` ({kind}, {record.get('date', '?')}, "
+            f"Issue #21's targets, from `{name.replace(' and ', '` and `')}` ({kind}, {record.get('date', '?')}, "
             f"{machine.get('cores', '?')} cores, Python {machine.get('python', '?')}, git "
             f"{str(machine.get('git', '?'))[:10]}); every peer ran in the same run. {met} of {measured} "
             "measured targets met.",
@@ -381,17 +385,176 @@ def rewrite(text: str, generated: str) -> str:
     return head + generated + rest.split(END, 1)[1]
 
 
+def merged(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One record from several runs (say `make bench` and issue 34's full cluster series): the first
+    one's machine and date, every run's parts, a later run's part replacing an earlier one's."""
+    out = dict(records[0])
+    out["results"] = {k: v for r in records for k, v in (r.get("results") or {}).items()}
+    out["seconds"] = {k: v for r in records for k, v in (r.get("seconds") or {}).items()}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("record", type=Path, help="a bench/results/*.json file")
+    parser.add_argument("record", type=Path, nargs="+", help="bench/results/*.json files; later parts win")
     parser.add_argument("--page", type=Path, default=PAGE, help="the page to rewrite (docs/performance.md)")
     opts = parser.parse_args(argv)
-    record = json.loads(opts.record.read_text())
-    name = opts.record.as_posix().split("bench/results/")[-1]
-    opts.page.write_text(rewrite(opts.page.read_text(), section(record, f"bench/results/{name}")))
-    print(f"{opts.page}: performance targets from {opts.record}")
+    record = merged([json.loads(path.read_text()) for path in opts.record])
+    name = " and ".join(f"bench/results/{p.as_posix().split('bench/results/')[-1]}" for p in opts.record)
+    opts.page.write_text(rewrite(opts.page.read_text(), section(record, name)))
+    print(f"{opts.page}: performance targets from {', '.join(map(str, opts.record))}")
     return 0
 
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# -- cluster scale (issue 34) ----------------------------------------------------------------------
+
+EXTRAPOLATE_TO = 5000
+PASS_INTERVAL_S = 30.0
+WITHIN = 0.10
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def node_figures(point: Mapping[str, Any], side: str = "") -> dict[str, float]:
+    """node-0's figures at one N (`side` "before": the code before issue 34)."""
+    p = point.get(side) or {} if side else point
+    d, s = p["driver"], p["daemon"]
+    steady = d["steady"]
+    window = s["steady"]["window_seconds"]
+    return {
+        "driver_requests_min": d["per_min"]["requests"],
+        "driver_kib_min": d["per_min"]["bytes"] / 1024,
+        "pass_ms": 1000 * _mean([x["seconds"] for x in steady]),
+        "pass_cpu_ms": 1000 * _mean([x["cpu_seconds"] for x in steady]),
+        "driver_rss_mib": d["peak_rss_mib"],
+        "daemon_requests_min": sum(s["steady"]["audit"].values()) * 60 / window,
+        "daemon_kib_min": s["steady"]["bytes_per_min"] / 1024,
+        "daemon_rss_mib": s["steady"]["rss_mib"],
+        "daemon_peak_rss_mib": s["startup"].get("peak_rss_mib", 0.0),
+        "daemon_start_s": s["startup"]["seconds"],
+        "daemon_start_kib": s["startup"]["bytes"] / 1024,
+        "daemon_start_requests": sum(s["startup"]["audit"].values()),
+        "daemon_nads": s["startup"]["nads_held"],
+        "daemon_cpu_s_min": s["steady"]["cpu_seconds_per_min"],
+    }
+
+
+_TABLE = (
+    ("driver_requests_min", "driver req/min", "{:.0f}"),
+    ("driver_kib_min", "driver KiB/min", "{:.0f}"),
+    ("pass_ms", "pass ms", "{:.0f}"),
+    ("driver_rss_mib", "driver peak RSS MiB", "{:.0f}"),
+    ("daemon_requests_min", "daemon req/min", "{:.1f}"),
+    ("daemon_kib_min", "daemon KiB/min", "{:.0f}"),
+    ("daemon_rss_mib", "daemon RSS MiB", "{:.0f}"),
+    ("daemon_start_s", "daemon start s", "{:.1f}"),
+    ("daemon_start_kib", "daemon start KiB", "{:.0f}"),
+    ("daemon_nads", "NADs the daemon holds", "{:.0f}"),
+)
+# The issue's "within 10 %" figures: requests, bytes, RSS and pass time of the driver and the daemon.
+_FLAT = ("driver_requests_min", "driver_kib_min", "pass_ms", "driver_rss_mib", "daemon_requests_min",
+         "daemon_kib_min", "daemon_rss_mib")  # fmt: skip
+
+
+def _slope(points: Sequence[Mapping[str, Any]], key: str, side: str = "") -> float:
+    """Least-squares growth of `key` per node."""
+    xs = [float(p["nodes"]) for p in points]
+    ys = [node_figures(p, side)[key] for p in points]
+    mx, my = _mean(xs), _mean(ys)
+    var = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var if var else 0.0
+
+
+def cluster_lines(cluster: Mapping[str, Any]) -> list[str]:
+    """node-0's figures against N, the 10 % check, the operator, and the 5,000-node extrapolation."""
+    series = cluster.get("series") or []
+    if not series:
+        return []
+    lines = [
+        "",
+        f"Cluster scale (issue 34, `bench.cluster`): node-0 runs {cluster['node0_pods']} Pods x {cluster['vfs']} "
+        f"VFs; each of N other nodes {cluster['pods_per_node']} Pods x {cluster['vfs']} VFs (their shadows, "
+        "claims, Pods and Nodes written through the API). Driver: its repair pass (two per minute at the 30 s "
+        "interval), bytes off the wire; daemon: the real process, a steady window while 1 % of the other "
+        "nodes' shadows and 8 of node-0's change; rows marked *before* run the code before issue 34 (the "
+        "daemon of the main branch, the pass's cluster-wide claim list) on the same cluster.",
+        "",
+        "| N | shadows | claims | " + " | ".join(label for _k, label, _f in _TABLE) + " |",
+        "|---" * (3 + len(_TABLE)) + "|",
+    ]
+    for p in series:
+        for side in ("", "before"):
+            if side and side not in p:
+                continue
+            f = node_figures(p, side)
+            name = f"{p['nodes']}" + (" *before*" if side else "")
+            cells = [fmt.format(f[key]) for key, _label, fmt in _TABLE]
+            lines.append(f"| {name} | {p['shadows']} | {p['claims']} | " + " | ".join(cells) + " |")
+    first, last = node_figures(series[0]), node_figures(series[-1])
+    if len(series) > 1:
+        checks = []
+        for key in _FLAT:
+            base, top = first[key], last[key]
+            ok = abs(top - base) <= WITHIN * max(abs(base), 1e-9) or abs(top - base) < 0.5
+            label = next(lbl for k, lbl, _f in _TABLE if k == key)
+            checks.append(f"{label} {base:.1f} -> {top:.1f} {'met' if ok else 'MISSED'}")
+        lines += [
+            "",
+            f"Within {WITHIN:.0%} from N = {series[0]['nodes']} to N = {series[-1]['nodes']} (issue 34 item 3): "
+            + "; ".join(checks)
+            + ".",
+        ]
+    lines += _extrapolation(series)
+    op = cluster.get("operator")
+    if op:
+        lines += [
+            "",
+            f"Operator, node-policy reconcile of {op['policies']} policies on {op['nodes']} nodes: full pass "
+            f"{op['full']['seconds']:.1f} s, {op['full']['requests']} requests ({op['full']['writes']} writes); "
+            f"no-op resync {op['no-op']['seconds']:.1f} s, {op['no-op']['requests']} requests "
+            f"({op['no-op']['writes']} writes).",
+        ]
+    return lines
+
+
+def _extrapolation(series: Sequence[Mapping[str, Any]]) -> list[str]:
+    """All node components together at EXTRAPOLATE_TO nodes, from node-0's measured figures and
+    their slopes against N (per node: the largest N's figure plus slope times the nodes added)."""
+    last = series[-1]
+    f = node_figures(last)
+    grow = EXTRAPOLATE_TO - int(last["nodes"])
+
+    def at(key: str, side: str = "") -> float:
+        figures = node_figures(last, side)
+        return figures[key] + _slope(series, key, side) * grow
+
+    n = EXTRAPOLATE_TO
+    req_s = n * (at("driver_requests_min") + at("daemon_requests_min")) / 60
+    mib_s = n * (at("driver_kib_min") + at("daemon_kib_min")) / 1024 / 60
+    d = last["daemon"]["steady"]
+    here_s = d["changed_here"] / d["window_seconds"]
+    lines = [
+        "",
+        f"Extrapolated to {n} nodes (on paper; per node the N = {last['nodes']} figure plus its measured slope "
+        f"per node times {grow}): every node's driver and daemon together send the API server {req_s:.0f} "
+        f"requests/s in steady state and read {mib_s:.1f} MiB/s. Watch events: a node receives only those of "
+        f"its own shadows and Pods (and every unmanaged NAD's), so at node-0's churn here ({here_s:.2f} shadow "
+        f"changes/s) the API server sends {n * here_s:.0f} events/s to all nodes together, each event to one "
+        f"node; a node's daemon start-up reads {f['daemon_start_kib']:.0f} KiB whatever N.",
+    ]
+    if all("before" in p for p in series):
+        before_req = n * (at("driver_requests_min", "before") + at("daemon_requests_min", "before")) / 60
+        before_mib = n * (at("driver_kib_min", "before") + at("daemon_kib_min", "before")) / 1024 / 60
+        rss = at("daemon_rss_mib", "before")
+        lines.append(
+            f"Before issue 34, the same way: {before_req:.0f} requests/s and {before_mib:.0f} MiB/s; every "
+            f"daemon would receive every node's shadow changes ({n * here_s:.0f} events/s each, "
+            f"{n * n * here_s:.0f} events/s sent in all) and hold {rss:.0f} MiB."
+        )
+    return lines
