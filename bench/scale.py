@@ -413,7 +413,9 @@ class ClaimsEverywhere:
 
 
 def replace_claims(lister: PassLister, claims: ClaimsEverywhere) -> PassLister:
-    lister._claims = claims  # the bench's "before" figure only: no product code lists so
+    # The bench's "before" figure only: no product code lists so, nor reads claims one by one then.
+    lister._claims = claims
+    lister._claim_reader = None
     return lister
 
 
