@@ -396,7 +396,9 @@ def report(r: dict[str, Any]) -> None:
 
 
 def series(text: str, quick: bool) -> list[int]:
-    """The N series from "10,100,1000"; empty: the default (quick) one."""
+    """The N series from "10,100,1000"; empty: the default (quick) one; "0": none (the operator alone)."""
+    if text.strip() == "0":
+        return []
     chosen = [int(n) for n in text.split(",") if n.strip()]
     return chosen or list(QUICK_SERIES if quick else DEFAULT_SERIES)
 

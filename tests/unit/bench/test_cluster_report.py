@@ -76,4 +76,5 @@ def test_the_series_and_the_operator_size_from_their_flags() -> None:
     assert cluster.series("", quick=False) == list(cluster.DEFAULT_SERIES)
     assert cluster.series("", quick=True) == list(cluster.QUICK_SERIES)
     assert cluster.series("10,100,1000", quick=True) == [10, 100, 1000]
+    assert cluster.series("0", quick=False) == []
     assert cluster.operator_size("500x1000") == (500, 1000) and cluster.operator_size("") is None
