@@ -33,6 +33,7 @@ def test_the_daemon_holds_unmanaged_nads_and_its_own_nodes_shadows_only(
 ):
     api, ns = testbed.api_client, k8s_namespace
     node = client.CoreV1Api(api).read_node(testbed.node_name)
+    assert node.metadata is not None
     mine = str(node.metadata.uid)
     create_nad(api, ns, nad("plain", {}))
     create_nad(api, ns, nad("someone-elses", {MANAGED_BY_LABEL: "another-manager"}))
