@@ -497,6 +497,19 @@ def cluster_lines(cluster: Mapping[str, Any]) -> list[str]:
             cells = [fmt.format(f[key]) for key, _label, fmt in _TABLE]
             lines.append(f"| {name} | {p['shadows']} | {p['claims']} | " + " | ".join(cells) + " |")
     first, last = node_figures(series[0]), node_figures(series[-1])
+    starts = [
+        f"N = {p['nodes']}: driver {p['driver']['startup']['requests_total']} requests, "
+        f"{p['driver']['startup']['bytes'] / 1024:.0f} KiB, {p['driver']['startup']['seconds'] * 1000:.0f} ms; "
+        f"daemon {node_figures(p)['daemon_start_requests']} requests, {node_figures(p)['daemon_start_kib']:.0f} KiB, "
+        f"{node_figures(p)['daemon_start_s']:.1f} s, peak RSS {node_figures(p)['daemon_peak_rss_mib']:.0f} MiB"
+        for p in (series[0], series[-1])
+    ]
+    lines += [
+        "",
+        "Start-up (the driver's first pass, the daemon until its caches are filled): "
+        + "; ".join(starts)
+        + ".",
+    ]
     if len(series) > 1:
         checks = []
         for key in _FLAT:

@@ -17,6 +17,7 @@ def point(nodes: int, *, daemon_kib: float = 60.0, rss: float = 34.0) -> dict[st
         "claims": nodes * 8 + 32,
         "driver": {
             "steady": [steady_pass] * 3,
+            "startup": {**steady_pass, "requests_total": 9},
             "per_min": {"requests": 8.0, "bytes": 280 * 1024},
             "peak_rss_mib": 110.0,
         },
@@ -40,6 +41,7 @@ def test_flat_figures_are_met_and_the_extrapolation_counts_every_node() -> None:
     assert "send the API server 667 requests/s" in text
     # 8 changes in 20 s on each node, each event sent to its own node only
     assert "2000 events/s to all nodes together" in text
+    assert "N = 1000: driver 9 requests, 140 KiB" in text
 
 
 def test_a_figure_that_grows_with_the_cluster_is_missed_and_extrapolated_along_its_slope() -> None:
