@@ -145,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
             cluster.NODE0_PODS,
             work,
             cluster.operator_size(opts.cluster_operator),
+            clean_up=cluster.shared_bed() or chosen[-1] != "cluster",
         ),
     }
     reports: dict[str, Callable[[Any], None]] = {
