@@ -7,8 +7,9 @@ change what other requests see.
 The NADs a node holds do not grow with the cluster (issue 34): every NAD that is not a managed
 shadow, and this node's shadows (selected by the node-UID label the driver writes on each), two
 watches read as one store. Another node's shadows, eight per eight-VF Pod, are never listed or
-watched here; a Pod on this node can only use its own node's shadows (the guard checks the
-binding's node), so a cache without them answers as the full one would have.
+watched here. A Pod on this node can only attach its own node's shadows (the guard refuses a
+binding of another node), so only a misdirected selection reads differently: NotFound from the
+cache, as for any NAD the cache lacks, where live reads still reach the guard's refusal.
 """
 
 from __future__ import annotations
