@@ -122,11 +122,14 @@ class KubeShadowLister:
     def selector(node_uid: str) -> str:
         return f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{NODE_UID_LABEL}={node_uid}"
 
-    def list_shadows(self, node_uid: str) -> Iterator[dict[str, Any]]:
+    def list_shadows(self, node_uid: str, namespace: str = "") -> Iterator[dict[str, Any]]:
+        """All namespaces' (to find orphans), or one namespace's: the API server then reads only
+        that namespace, where a cluster-wide selection reads every NAD of the cluster (issue 34)."""
+        scope = f"/namespaces/{quote(namespace)}" if namespace else ""
         return list_streamed(
             self._api,
-            "/apis/k8s.cni.cncf.io/v1/network-attachment-definitions",
-            "NetworkAttachmentDefinitions (managed shadows)",
+            f"/apis/k8s.cni.cncf.io/v1{scope}/network-attachment-definitions",
+            f"NetworkAttachmentDefinitions (managed shadows{' in ' + namespace if namespace else ''})",
             [("labelSelector", self.selector(node_uid))],
         )
 

@@ -1,10 +1,11 @@
 """A repair pass's listings (spec 8.3: a healthy claim costs no request of its own): this node's
-shadows, its Pods, the ResourceClaims of the namespaces its claims are in and the Node's UID, each
-one consistent read per pass.
+shadows and the ResourceClaims in the namespaces its claims are in, its Pods and the Node's UID,
+each one consistent read per pass (per namespace).
 
-Nothing here grows with the cluster (issue 34): shadows and Pods are selected by this node on the
-API server, and claims, which carry no field naming their node, are listed only in the
-namespaces of the checkpoint's claims, never cluster-wide. A namespace shared with many other
+Nothing here grows with the cluster (issue 34): Pods are selected by this node on the API server
+(an indexed field), shadows and claims, which carry no field naming their node, are listed only
+in the namespaces of the checkpoint's claims, never cluster-wide (a label selector across all
+namespaces has the API server read every NAD of the cluster). A namespace shared with many other
 nodes' claims (one large job spread over the cluster) would bring them all with it on every
 pass, so a namespace whose listing held far more claims than this node's is read claim by claim
 (one consistent GET each) from the next pass on: a pass costs what this node holds either way."""
@@ -15,6 +16,7 @@ import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
+from itertools import chain
 from typing import Any, Final, TypeVar
 
 from sriov_contract.errors import ReasonedError
@@ -29,7 +31,7 @@ log = logging.getLogger(__name__)
 
 # What each of a pass's reads lists, for its warning when it fails.
 _LISTED: Final = {
-    "shadows": "this node's shadows",
+    "shadows": "this node's shadows in its namespaces",
     "pods": "this node's Pods",
     "claims": "the ResourceClaims of this node's namespaces",
     "node_uid": "the Node",
@@ -96,7 +98,12 @@ class PassLister:
         shadows, pods, claims = self._shadows, self._pods, self._claims
         reads: dict[str, Callable[[], Any]] = {}
         if shadows is not None:
-            reads["shadows"] = lambda: index_shadows(shadows.list_shadows(self._node_uid))
+            # The records' namespaces hold every shadow a pass checks; listed there, the API
+            # server reads those namespaces only (an orphan elsewhere is `sriov-dra orphans`' to find).
+            namespaces = sorted({r.namespace for r in records})
+            reads["shadows"] = lambda: index_shadows(
+                chain.from_iterable(shadows.list_shadows(self._node_uid, ns) for ns in namespaces)
+            )
         if pods is not None and claims is not None:
             reads["pods"] = lambda: by_uid(pods.list_node_pods(self._node_name))
             # A claim lives in its Pod's namespace, which its record names: the namespaces of

@@ -60,6 +60,7 @@ class FakeApi:
         self.writes: list[tuple[str, str, str]] = []
         self.reads: list[tuple[str, str, str]] = []
         self.claim_namespaces_listed: list[str] = []
+        self.shadow_namespaces_listed: list[str] = []
         """Every get and list call, as (verb, kind, name)."""
         self._rv = itertools.count(1)
         self._lock = threading.RLock()
@@ -193,12 +194,15 @@ class FakeApi:
 
     # -- ShadowLister --------------------------------------------------------------------------
 
-    def list_shadows(self, node_uid: str) -> list[Obj]:
+    def list_shadows(self, node_uid: str, namespace: str = "") -> list[Obj]:
+        self.shadow_namespaces_listed.append(namespace)
+
         def listing() -> list[Obj]:
             return [
                 copy.deepcopy(o)
-                for (kind, _ns, _name), o in sorted(self.objects.items())
+                for (kind, ns, _name), o in sorted(self.objects.items())
                 if kind == "nads"
+                and namespace in ("", ns)
                 and (o["metadata"].get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE
                 and o["metadata"]["labels"].get(NODE_UID_LABEL) == node_uid
             ]

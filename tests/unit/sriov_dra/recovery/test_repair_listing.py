@@ -235,12 +235,14 @@ def _foreign_claim(env: Env, namespace: str) -> None:
     )
 
 
-def test_a_pass_lists_claims_in_its_own_claims_namespaces_only(env: Env) -> None:
-    """No cluster-wide claim listing (issue 34): another node's claim elsewhere is never read."""
+def test_a_pass_lists_claims_and_shadows_in_its_own_claims_namespaces_only(env: Env) -> None:
+    """No cluster-wide claim or shadow listing (issue 34): another node's claim elsewhere is never read."""
     _pod, uid, _shadows = prepared(env)
     _foreign_claim(env, "elsewhere")
+    env.api.shadow_namespaces_listed.clear()
     listing = env.lister.list_for_pass()
     assert env.api.claim_namespaces_listed == [NS]
+    assert env.api.shadow_namespaces_listed == [NS]  # not every namespace's NADs either
     assert listing.claims is not None and set(listing.claims) == {uid}
     assert listing_worker(env).run_once() == {uid: ""}
 
