@@ -216,6 +216,9 @@ NOT_SHADOWS = f"{MANAGED_BY_LABEL}!={MANAGED_BY_VALUE}"
 """Every NAD the driver does not manage (`!=` also selects NADs without the label)."""
 
 
+ALL_SHADOWS = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
+
+
 def shadows_of(node_uid: str) -> str:
     """The managed shadows of one node: with NOT_SHADOWS, every NAD a Pod here can use."""
     return f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{NODE_UID_LABEL}={node_uid}"
@@ -260,13 +263,15 @@ class NadCache:
 
     The shadows' selector needs the Node's UID (shadows carry no node-name label: a node name
     may not fit in a label value); it is read at each relist of that informer, which retries
-    like any failed listing until the Node can be read."""
+    like any failed listing until the Node can be read. Credentials that may not read it at all
+    (Multus's RBAC) get every node's shadows, as before, and a warning."""
 
     kind = "nad"
 
     def __init__(self, source: NodeSource, node_name: str, on_error: Callable[[str], None]) -> None:
         self._source = source
         self._node_name = node_name
+        self._on_error = on_error
         self.parts = (
             Informer("nad", source, NADS_PATH, [("labelSelector", NOT_SHADOWS)], on_error=on_error),
             Informer("shadow", source, NADS_PATH, self._shadow_query, on_error=on_error),
@@ -284,7 +289,17 @@ class NadCache:
 
     def _shadow_query(self) -> Query:
         what = f"node {self._node_name}"
-        node = self._source.get(node_path(self._node_name), what)
+        try:
+            node = self._source.get(node_path(self._node_name), what)
+        except ApiError as exc:
+            if exc.status != 403:
+                raise
+            # Multus's RBAC (no Node read), as when we replace it in place: every node's shadows,
+            # as before issue 34, rather than none.
+            self._on_error(
+                f"shadow informer: may not GET {what} ({exc.message}); caching every node's shadows"
+            )
+            return [("labelSelector", ALL_SHADOWS)]
         uid = str(((node or {}).get("metadata") or {}).get("uid") or "")
         if not uid:
             raise ApiError(f"GET {what}: not found; its shadows cannot be selected without its UID", 404)

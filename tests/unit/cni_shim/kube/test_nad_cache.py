@@ -137,3 +137,17 @@ def test_an_unreadable_node_is_an_api_error() -> None:
     with pytest.raises(ApiError) as caught:
         cache._shadow_query()
     assert caught.value.status == 404
+
+
+def test_credentials_that_may_not_read_the_node_cache_every_nodes_shadows() -> None:
+    """Multus's RBAC has no Node read: the cache then holds what it did before issue 34."""
+    cluster = Cluster(NADS)
+
+    def forbidden(path: str, what: str) -> dict[str, Any] | None:
+        raise ApiError("GET node n0 returned HTTP 403: forbidden", 403)
+
+    cluster.get = forbidden  # type: ignore[method-assign]
+    errors: list[str] = []
+    cache = NadCache(cluster, "n0", on_error=errors.append)
+    assert cache._shadow_query() == [("labelSelector", informers.ALL_SHADOWS)]
+    assert errors and "caching every node's shadows" in errors[0]
