@@ -63,9 +63,14 @@ class NadClient(Protocol):
 
 @runtime_checkable
 class ShadowLister(Protocol):
-    def list_shadows(self, node_uid: str, namespace: str = "") -> Iterable[dict[str, Any]]:
-        """This node's managed shadows (in `namespace`; all namespaces without one) as one
-        consistent listing, possibly streamed."""
+    def list_shadows(self, node_uid: str) -> Iterable[dict[str, Any]]:
+        """This node's managed shadows as one consistent listing, possibly streamed."""
+
+
+@runtime_checkable
+class NamespaceShadowLister(Protocol):
+    def list_namespace_shadows(self, node_uid: str, namespace: str) -> Iterable[dict[str, Any]]:
+        """This node's managed shadows in one namespace as one consistent listing, possibly streamed."""
 
 
 @runtime_checkable

@@ -122,9 +122,15 @@ class KubeShadowLister:
     def selector(node_uid: str) -> str:
         return f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{NODE_UID_LABEL}={node_uid}"
 
-    def list_shadows(self, node_uid: str, namespace: str = "") -> Iterator[dict[str, Any]]:
-        """All namespaces' (to find orphans), or one namespace's: the API server then reads only
-        that namespace, where a cluster-wide selection reads every NAD of the cluster (issue 34)."""
+    def list_shadows(self, node_uid: str) -> Iterator[dict[str, Any]]:
+        return self._list(node_uid, "")
+
+    def list_namespace_shadows(self, node_uid: str, namespace: str) -> Iterator[dict[str, Any]]:
+        """One namespace's: the API server then reads only that namespace, where a selection
+        across all namespaces reads every NAD of the cluster (issue 34)."""
+        return self._list(node_uid, namespace)
+
+    def _list(self, node_uid: str, namespace: str) -> Iterator[dict[str, Any]]:
         scope = f"/namespaces/{quote(namespace)}" if namespace else ""
         return list_streamed(
             self._api,

@@ -24,7 +24,7 @@ from sriov_dra import reasons
 from sriov_dra.core.claimrecord import ClaimRecord
 from sriov_dra.core.passdrift import PassListing, by_uid, ready_bindings
 from sriov_dra.core.shadowmatch import index_shadows
-from sriov_dra.ports import ClaimLister, ClaimReader, PodLister, ShadowLister
+from sriov_dra.ports import ClaimLister, ClaimReader, NamespaceShadowLister, PodLister
 from sriov_dra.state.checkpoint import PreparedClaims
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ class PassLister:
         node_name: str,
         node_uid: str,
         live_node_uid: Callable[[], str],
-        shadows: ShadowLister | None = None,
+        shadows: NamespaceShadowLister | None = None,
         pods: PodLister | None = None,
         claims: ClaimLister | None = None,
         claim_reader: ClaimReader | None = None,
@@ -102,7 +102,7 @@ class PassLister:
             # server reads those namespaces only (an orphan elsewhere is `sriov-dra orphans`' to find).
             namespaces = sorted({r.namespace for r in records})
             reads["shadows"] = lambda: index_shadows(
-                chain.from_iterable(shadows.list_shadows(self._node_uid, ns) for ns in namespaces)
+                chain.from_iterable(shadows.list_namespace_shadows(self._node_uid, ns) for ns in namespaces)
             )
         if pods is not None and claims is not None:
             reads["pods"] = lambda: by_uid(pods.list_node_pods(self._node_name))

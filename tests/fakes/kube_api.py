@@ -194,8 +194,11 @@ class FakeApi:
 
     # -- ShadowLister --------------------------------------------------------------------------
 
-    def list_shadows(self, node_uid: str, namespace: str = "") -> list[Obj]:
+    def list_namespace_shadows(self, node_uid: str, namespace: str) -> list[Obj]:
         self.shadow_namespaces_listed.append(namespace)
+        return self.list_shadows(node_uid, namespace)
+
+    def list_shadows(self, node_uid: str, namespace: str = "") -> list[Obj]:
 
         def listing() -> list[Obj]:
             return [
