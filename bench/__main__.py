@@ -2,7 +2,9 @@
 
     python -m bench                      # the full run (about 15 minutes on 2 cores)
     python -m bench --quick              # small sizes, a couple of minutes
-    python -m bench --only cni,prepare   # a selection (cni, rails, burst, prepare, scale, leak, operator)
+    python -m bench --only cni,prepare   # a selection (cni, rails, burst, prepare, scale, leak, operator, cluster)
+    python -m bench --only cluster --cluster-nodes 10,100,1000 --cluster-operator 500x1000
+                                         # issue 34's full series (BENCH_CLUSTER_NODES also sets it)
 
 Results go to bench/results/<date>-<gitsha>.json with the machine's facts and every figure;
 issue #21's targets table ends the run (bench.report: figure, peer, ours, target, met/MISSED, and
@@ -26,7 +28,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench import burst, daemon_leak, prepare, rails, scale, thick_compare
+from bench import burst, cluster, daemon_leak, prepare, rails, scale, thick_compare
 from bench import operator as operator_bench
 from bench.common import test_bed
 from bench.report import printout, targets, verdict
@@ -35,7 +37,7 @@ from testbed.tools import ToolSet
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
-BENCHES = ("cni", "rails", "burst", "prepare", "scale", "leak", "operator")
+BENCHES = ("cni", "rails", "burst", "prepare", "scale", "leak", "operator", "cluster")
 
 
 def _run(*cmd: str) -> str:
@@ -74,6 +76,32 @@ def machine_facts(tools: ToolSet) -> dict[str, Any]:
     }
 
 
+def save_record(
+    facts: dict[str, Any],
+    seconds: dict[str, float],
+    results: dict[str, Any],
+    checked: list[dict[str, Any]],
+    *,
+    quick: bool,
+    suffix: str = "",
+) -> Path:
+    """bench/results/<date>-<gitsha>[-quick]<suffix>.json: the machine, every figure, the targets."""
+    now = datetime.datetime.now(datetime.UTC)
+    record = {
+        "date": now.isoformat(timespec="seconds"),
+        "quick": quick,
+        "machine": facts,
+        "seconds": seconds,
+        "results": results,
+        "targets": [{**row, "result": verdict(row)} for row in checked],
+    }
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{now:%Y-%m-%d}-{facts['git'][:10]}{'-quick' if quick else ''}{suffix}.json"
+    path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    print(f"results: {path.relative_to(REPO)}")
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run, not a result")
@@ -84,6 +112,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prepare-repeats", type=int, help="prepares per claim size (default 10, quick 2)")
     parser.add_argument("--pods", type=int, help="scale: Pods of 8 VFs each (default 1000, quick 100)")
     parser.add_argument("--leak-cycles", type=int, help="daemon ADD/DEL cycles (default 10000, quick 1000)")
+    parser.add_argument(
+        "--cluster-nodes",
+        default=os.environ.get("BENCH_CLUSTER_NODES", ""),
+        help="cluster: the N series of other nodes (default 10,50, quick 5; issue 34's is 10,100,1000)",
+    )
+    parser.add_argument("--cluster-operator", default="", help="cluster: also the operator at PxN (500x1000)")
     parser.add_argument("--no-save", action="store_true", help="print only; write no results file")
     opts = parser.parse_args(argv)
     chosen = [b for b in opts.only.split(",") if b]
@@ -107,6 +141,14 @@ def main(argv: list[str] | None = None) -> int:
             bed, tools, work, pick(opts.leak_cycles, 10000, 1000), "static"
         ),
         "operator": lambda bed, work: operator_bench.measure(bed, pick(None, 50, 10), pick(None, 20, 4)),
+        "cluster": lambda bed, work: cluster.measure(
+            bed,
+            cluster.series(opts.cluster_nodes, opts.quick),
+            cluster.NODE0_PODS,
+            work,
+            cluster.operator_size(opts.cluster_operator),
+            clean_up=cluster.shared_bed() or chosen[-1] != "cluster",
+        ),
     }
     reports: dict[str, Callable[[Any], None]] = {
         "cni": thick_compare.report,
@@ -116,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         "scale": scale.report,
         "leak": daemon_leak.report,
         "operator": operator_bench.report,
+        "cluster": cluster.report,
     }
     facts = machine_facts(tools)  # before running: the code measured is the code at the start
     results: dict[str, Any] = {}
@@ -135,19 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     print("== targets (issue #21): result, figure, ours, peer in this run, target ==")
     printout(checked)
     if not opts.no_save:
-        now = datetime.datetime.now(datetime.UTC)
-        record = {
-            "date": now.isoformat(timespec="seconds"),
-            "quick": opts.quick,
-            "machine": facts,
-            "seconds": seconds,
-            "results": results,
-            "targets": [{**row, "result": verdict(row)} for row in checked],
-        }
-        RESULTS.mkdir(exist_ok=True)
-        path = RESULTS / f"{now:%Y-%m-%d}-{facts['git'][:10]}{'-quick' if opts.quick else ''}.json"
-        path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-        print(f"results: {path.relative_to(REPO)}")
+        save_record(facts, seconds, results, checked, quick=opts.quick)
     return 0
 
 

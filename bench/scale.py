@@ -39,7 +39,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -57,8 +57,10 @@ from sriov_dra.core.bindingrecord import PENDING, READY, BindingRecord
 from sriov_dra.core.claimrecord import ClaimRecord, PreparedDevice, encode
 from sriov_dra.core.shadowconfig import render_shadow_config
 from sriov_dra.kube.resources import KubeNads, KubeShadowLister
+from sriov_dra.kube.transport import list_streamed
 from sriov_dra.model import DRIVER_NAME
 from sriov_dra.prepare.shadows import ensure_shadow, finalize_released_shadow, request_shadow_deletion
+from sriov_dra.recovery.listing import PassLister
 from sriov_dra.recovery.orphans import scan
 from sriov_dra.recovery.repair import RepairWorker
 from sriov_dra.state.checkpoint import FileStorage, PreparedClaims
@@ -179,22 +181,25 @@ def create_pods(api: client.ApiClient, node_name: str, count: int, tag: str) -> 
     ]
     for ns in namespaces:
         core.create_namespace(client.V1Namespace.model_validate({"metadata": {"name": ns}}))
+    return parallel(
+        lambda i: create_pod(core, namespaces[i // PODS_PER_NAMESPACE], node_name, i), range(count)
+    )
 
-    def make(i: int) -> tuple[str, str, str]:
-        ns = namespaces[i // PODS_PER_NAMESPACE]
-        body = {
-            "metadata": {"name": f"p{i:04d}"},
-            "spec": {
-                "nodeName": node_name,
-                "containers": [{"name": "c", "image": "registry.invalid/none:0"}],
-                "resourceClaims": [{"name": "vfs", "resourceClaimName": f"claim-{i:04d}"}],
-            },
-        }
-        pod = core.create_namespaced_pod(ns, client.V1Pod.model_validate(body))
-        assert pod.metadata is not None
-        return ns, f"p{i:04d}", str(pod.metadata.uid)
 
-    return parallel(make, range(count))
+def create_pod(core: client.CoreV1Api, namespace: str, node_name: str, index: int) -> tuple[str, str, str]:
+    """Pod `index` bound to `node_name` (no kubelet runs it), naming claim `index` of its namespace;
+    returns (namespace, name, UID)."""
+    body = {
+        "metadata": {"name": f"p{index:04d}"},
+        "spec": {
+            "nodeName": node_name,
+            "containers": [{"name": "c", "image": "registry.invalid/none:0"}],
+            "resourceClaims": [{"name": "vfs", "resourceClaimName": f"claim-{index:04d}"}],
+        },
+    }
+    pod = core.create_namespaced_pod(namespace, client.V1Pod.model_validate(body))
+    assert pod.metadata is not None
+    return namespace, f"p{index:04d}", str(pod.metadata.uid)
 
 
 CLAIMS = ("resource.k8s.io", "v1")
@@ -206,33 +211,44 @@ def create_claims(
     """Each Pod's claim, allocated on this node and reserved for it as the scheduler leaves it;
     returns the claim UIDs."""
     objs = client.CustomObjectsApi(api)
+    return parallel(lambda i: create_claim(objs, node_name, owners[i], i, vfs), range(len(owners)))
 
-    def make(i: int) -> str:
-        ns, pod_name, pod_uid = owners[i]
-        request = {"name": "vf", "exactly": {"deviceClassName": "bench-scale-vf", "count": vfs}}
-        body = {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaim",
-            "metadata": {"name": f"claim-{i:04d}"},
-            "spec": {"devices": {"requests": [request]}},
-        }
-        made: dict[str, Any] = objs.create_namespaced_custom_object(  # type: ignore[assignment]
-            *CLAIMS, ns, "resourceclaims", body
-        )
-        results = [
-            {"request": "vf", "driver": DRIVER_NAME, "pool": node_name, "device": device_name(i, vf)}
-            for vf in range(vfs)
-        ]
-        made["status"] = {
-            "allocation": {"devices": {"results": results}},
-            "reservedFor": [{"resource": "pods", "name": pod_name, "uid": pod_uid}],
-        }
-        objs.replace_namespaced_custom_object_status(
-            *CLAIMS, ns, "resourceclaims", made["metadata"]["name"], made
-        )
-        return str(made["metadata"]["uid"])
 
-    return parallel(make, range(len(owners)))
+def create_claim(
+    objs: client.CustomObjectsApi, node_name: str, owner: tuple[str, str, str], index: int, vfs: int
+) -> str:
+    """Claim `index` in its Pod's namespace, allocated `vfs` devices of `node_name`'s pool and
+    reserved for the Pod; returns its UID."""
+    ns, pod_name, pod_uid = owner
+    request = {"name": "vf", "exactly": {"deviceClassName": "bench-scale-vf", "count": vfs}}
+    body = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": f"claim-{index:04d}"},
+        "spec": {"devices": {"requests": [request]}},
+    }
+    made: dict[str, Any] = objs.create_namespaced_custom_object(  # type: ignore[assignment]
+        *CLAIMS, ns, "resourceclaims", body
+    )
+    results = [
+        {"request": "vf", "driver": DRIVER_NAME, "pool": node_name, "device": device_name(index, vf)}
+        for vf in range(vfs)
+    ]
+    made["status"] = {
+        "allocation": {"devices": {"results": results}},
+        "reservedFor": [{"resource": "pods", "name": pod_name, "uid": pod_uid}],
+    }
+    objs.replace_namespaced_custom_object_status(
+        *CLAIMS, ns, "resourceclaims", made["metadata"]["name"], made
+    )
+    return str(made["metadata"]["uid"])
+
+
+def create_shadows(nads: KubeNads, record: ClaimRecord, node_uid: str) -> ClaimRecord:
+    """The record's shadows created through the driver's own code path; the record as it stands
+    once they exist (Ready, with their UIDs)."""
+    uids = {b.identity.device: ensure_shadow(nads, b, _no_forget) for b in bindings_of(record, node_uid)}
+    return _with_uids(record, uids)
 
 
 def _with_uids(record: ClaimRecord, uids: Mapping[str, str]) -> ClaimRecord:
@@ -278,17 +294,29 @@ def orphan_scan(api: client.ApiClient, node_uid: str, read: CheckpointReader) ->
 
 
 class RequestCounter:
-    """Every API request of the client, by verb and resource (a wrapper around call_api)."""
+    """Every API request of the client, by verb and resource (a wrapper around call_api), and the
+    bytes its answers took on the wire (gzip'd where the server compressed them)."""
 
     def __init__(self, api: client.ApiClient) -> None:
         self.counts: dict[str, int] = {}
+        self._answers: list[Any] = []
         self._call = api.call_api
         api.call_api = self  # type: ignore[method-assign]
 
     def __call__(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         key = request_kind(method, url)
         self.counts[key] = self.counts.get(key, 0) + 1
-        return self._call(method, url, *args, **kwargs)
+        answer = self._call(method, url, *args, **kwargs)
+        self._answers.append(answer)
+        return answer
+
+    def clear(self) -> None:
+        self.counts.clear()
+        self._answers.clear()
+
+    def wire_bytes(self) -> int:
+        """Body bytes read so far off the wire of every answer counted (urllib3's tell())."""
+        return sum(int(getattr(getattr(a, "response", None), "tell", lambda: 0)()) for a in self._answers)
 
 
 def request_kind(method: str, url: str) -> str:
@@ -341,7 +369,7 @@ def _drifted_pass(
     remove = [{"op": "remove", "path": "/metadata/annotations/" + NETWORKS_ANNOTATION.replace("/", "~1")}]
     for ns, name in pods:
         core.patch_namespaced_pod(name, ns, remove)
-    counter.counts.clear()
+    counter.clear()
     start = time.perf_counter()
     outcomes = worker.run_once()
     seconds = time.perf_counter() - start
@@ -369,10 +397,65 @@ def repair_pass_list(api: client.ApiClient, node_uid: str, read: CheckpointReade
     return _repair_pass(True, api, node_uid, read)
 
 
+STEADY_PASSES = 3
+# Set: the pass lists every claim of the cluster, as it did before issue 34 (a "before" figure).
+CLUSTER_WIDE_CLAIMS = "BENCH_CLAIMS_CLUSTER_WIDE"
+
+
+class ClaimsEverywhere:
+    """The claim listing before issue 34: one cluster-wide list whatever the namespace."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self._api = api
+
+    def list_claims(self, namespace: str) -> Iterator[dict[str, Any]]:
+        return list_streamed(self._api, "/apis/resource.k8s.io/v1/resourceclaims", "ResourceClaims", [])
+
+
+def replace_claims(lister: PassLister, claims: ClaimsEverywhere) -> PassLister:
+    # The bench's "before" figure only: no product code lists so, nor reads claims one by one then.
+    lister._claims = claims
+    lister._claim_reader = None
+    return lister
+
+
+def node_passes(api: client.ApiClient, node_uid: str, read: CheckpointReader) -> dict[str, Any]:
+    """A node's repair as its driver runs it (the pass's listings, bench.cluster): the start-up
+    pass, then STEADY_PASSES more, each counted (requests by kind, bytes off the wire) and timed."""
+    records = read()
+    first = (records[0].devices[0].managed_binding or {}) if records else {}
+    work = Path(tempfile.mkdtemp(prefix="bench-node-"))
+    repairer, lister, checkpoint = in_process_service(
+        api, read.path, str(first.get("nodeName", "")), node_uid, work
+    )
+    if os.environ.get(CLUSTER_WIDE_CLAIMS):
+        lister = replace_claims(lister, ClaimsEverywhere(api))
+    worker = RepairWorker(repairer, checkpoint.snapshot_all, listing=lister.list_for_pass)
+    counter = RequestCounter(api)
+    passes = []
+    for _ in range(1 + STEADY_PASSES):
+        counter.clear()
+        start, cpu = time.perf_counter(), time.process_time()
+        outcomes = worker.run_once()
+        passes.append(
+            {
+                "seconds": time.perf_counter() - start,
+                "cpu_seconds": time.process_time() - cpu,
+                "requests": dict(sorted(counter.counts.items())),
+                "requests_total": sum(counter.counts.values()),
+                "bytes": counter.wire_bytes(),
+                "failed": sorted({why for why in outcomes.values() if why}),
+                "claims": len(outcomes),
+            }
+        )
+    return {"startup": passes[0], "steady": passes[1:]}
+
+
 CHILD_TASKS: dict[str, Callable[[client.ApiClient, str, CheckpointReader], dict[str, Any]]] = {
     "orphan-scan": orphan_scan,
     "repair-pass-get": repair_pass_get,
     "repair-pass-list": repair_pass_list,
+    "node-passes": node_passes,
 }
 
 
@@ -475,13 +558,8 @@ def measure(bed: TestBed, pods: int, vfs: int, work: Path) -> dict[str, Any]:
         claim_record((bed.node_name, node_uid), pod, claim_uids[i], i, vfs) for i, pod in enumerate(owners)
     ]
     nads = KubeNads(api)
-
-    def create(record: ClaimRecord) -> ClaimRecord:
-        uids = {b.identity.device: ensure_shadow(nads, b, _no_forget) for b in bindings_of(record, node_uid)}
-        return _with_uids(record, uids)
-
     start = time.perf_counter()
-    records = parallel(create, records)
+    records = parallel(lambda record: create_shadows(nads, record, node_uid), records)
     create_seconds = time.perf_counter() - start
     shadows = pods * vfs
     result: dict[str, Any] = {

@@ -68,6 +68,12 @@ class ShadowLister(Protocol):
 
 
 @runtime_checkable
+class NamespaceShadowLister(Protocol):
+    def list_namespace_shadows(self, node_uid: str, namespace: str) -> Iterable[dict[str, Any]]:
+        """This node's managed shadows in one namespace as one consistent listing, possibly streamed."""
+
+
+@runtime_checkable
 class PodLister(Protocol):
     def list_node_pods(self, node_name: str) -> Iterable[dict[str, Any]]:
         """The Pods bound to this node as one consistent listing, possibly streamed: selected by
@@ -77,8 +83,9 @@ class PodLister(Protocol):
 
 @runtime_checkable
 class ClaimLister(Protocol):
-    def list_claims(self) -> Iterable[Mapping[str, Any]]:
-        """Every ResourceClaim as one consistent listing, possibly streamed."""
+    def list_claims(self, namespace: str) -> Iterable[Mapping[str, Any]]:
+        """The ResourceClaims of one namespace as one consistent listing, possibly streamed (a
+        node never lists every claim of the cluster: issue 34)."""
 
 
 @runtime_checkable

@@ -41,6 +41,8 @@ CNI_RULES = [
 DAEMON_USER = "cni-shim-daemon"
 DAEMON_RULES = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+    # Its Node's UID: the NAD cache selects this node's shadows by it (deploy/base/cni-rbac.yaml).
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
     {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["update"]},
     {
         "apiGroups": ["k8s.cni.cncf.io"],
@@ -52,7 +54,10 @@ DAEMON_RULES = [
 
 
 class DaemonProc:
-    def __init__(self, workdir: Path, config: Mapping[str, Any], env: Mapping[str, str]) -> None:
+    def __init__(
+        self, workdir: Path, config: Mapping[str, Any], env: Mapping[str, str], executable: Path = DAEMON
+    ) -> None:
+        self.executable = executable
         self.workdir = workdir
         self.socket_dir = workdir / "sock"
         self.metrics_port = free_port()
@@ -76,7 +81,7 @@ class DaemonProc:
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
                 [
-                    str(DAEMON),
+                    str(self.executable),
                     "--config",
                     str(self.config_path),
                     "--health-address",

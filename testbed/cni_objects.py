@@ -12,7 +12,7 @@ from kubernetes import client
 from sriov_contract import keys
 from testbed.apiobjects import as_object
 from testbed.cluster import NAD_API
-from testbed.managed_shadows import managed_shadow, registry_annotation
+from testbed.managed_shadows import NODE_UID, managed_shadow, registry_annotation
 
 
 def create_pod(
@@ -36,6 +36,18 @@ def create_nad(api: client.ApiClient, ns: str, body: dict[str, Any]) -> dict[str
     )
 
 
+def node_uid(api: client.ApiClient, node: str) -> str:
+    """The Node's UID, as the driver labels its shadows with (a daemon caches only its own
+    node's); the fixed test UID for a node that does not exist."""
+    try:
+        found = client.CoreV1Api(api).read_node(node)
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return NODE_UID
+        raise
+    return str(found.metadata.uid) if found.metadata is not None else NODE_UID
+
+
 def bind_by_hand(
     api: client.ApiClient,
     pod: dict[str, Any],
@@ -52,7 +64,14 @@ def bind_by_hand(
     Returns the shadow (see `managed_shadow`, with its live UID) and the patched Pod."""
     ns, name, uid = pod["metadata"]["namespace"], pod["metadata"]["name"], pod["metadata"]["uid"]
     shadow = managed_shadow(
-        namespace=ns, pod_name=name, pod_uid=uid, node=node, config=config, pci=pci, seed=seed
+        namespace=ns,
+        pod_name=name,
+        pod_uid=uid,
+        node=node,
+        config=config,
+        pci=pci,
+        seed=seed,
+        node_uid=node_uid(api, node),
     )
     shadow["entry"]["uid"] = create_nad(api, ns, shadow["nad"])["metadata"]["uid"]
     annotations = {

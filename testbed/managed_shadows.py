@@ -43,6 +43,7 @@ def managed_shadow(
     seed: str = "a",
     config: str | None = None,
     shadow_uid: str = SHADOW_UID,
+    node_uid: str = NODE_UID,
 ) -> dict[str, Any]:
     """A shadow NAD, its generated selection and registry entry, all mutually consistent."""
     attachment_id = hashlib.sha256(seed.encode()).hexdigest()
@@ -55,7 +56,7 @@ def managed_shadow(
         "podUID": pod_uid,
         "claimUID": CLAIM_UID,
         "nodeName": node,
-        "nodeUID": NODE_UID,
+        "nodeUID": node_uid,
         "source": {"namespace": namespace, "name": "rail-a-net", "uid": SOURCE_UID, "resourceVersion": "7"},
         "pciAddress": pci,
         "interface": interface,
@@ -68,7 +69,7 @@ def managed_shadow(
             "name": name,
             "namespace": namespace,
             "uid": shadow_uid,
-            "labels": keys.shadow_labels(pod_uid, CLAIM_UID, NODE_UID),
+            "labels": keys.shadow_labels(pod_uid, CLAIM_UID, node_uid),
             "annotations": {keys.BINDING_ANNOTATION: json.dumps(binding, separators=(",", ":"))},
             "ownerReferences": [
                 {

@@ -21,7 +21,7 @@ from cni_shim.app.config import DaemonConfig
 from cni_shim.core import autoconf
 from cni_shim.handler import Services
 from cni_shim.kube.daemon_client import ApiServer
-from cni_shim.kube.informers import FIRST_LIST, Informer, nad_informer, pod_informer
+from cni_shim.kube.informers import FIRST_LIST, Cache, nad_informer, pod_informer
 from cni_shim.kube.views import CachedView, LiveView
 from cni_shim.node import allocator
 from cni_shim.node.autoconf import ConfigWriter
@@ -54,8 +54,8 @@ class DaemonViews:
     def __init__(
         self,
         api: ApiServer | None,
-        pods: Informer | None,
-        nads: Informer | None,
+        pods: Cache | None,
+        nads: Cache | None,
         metrics: Metrics,
         readers: Executor | None = None,
     ) -> None:
@@ -96,8 +96,8 @@ def config_writer(conf: DaemonConfig, log: Log) -> ConfigWriter | None:
 
 def _start_informers(
     api: ApiServer | None, node_name: str, metrics: Metrics, stop: threading.Event, log: Log
-) -> list[Informer]:
-    """The Pod (this node's) and NAD informers, started; none without Kubernetes."""
+) -> list[Cache]:
+    """The Pod and NAD informers (this node's: cni_shim.kube.informers), started; none without Kubernetes."""
     if api is None:
         return []
     warn = lambda message: log("warning", message)  # noqa: E731
@@ -107,7 +107,7 @@ def _start_informers(
         if cause != FIRST_LIST:  # after a 410 or an outage: the proof that the cache caught up
             log("info", f"{kind} informer relisted", cause=cause, objects=count, resourceVersion=version)
 
-    informers = [pod_informer(api, node_name, warn, listed), nad_informer(api, warn, listed)]
+    informers = [pod_informer(api, node_name, warn, listed), nad_informer(api, node_name, warn, listed)]
     for informer in informers:
         informer.start(stop)
         metrics.track_cache(informer.kind, informer.store.__len__)
@@ -117,7 +117,7 @@ def _start_informers(
 def _dispatcher(
     conf: DaemonConfig,
     api: ApiServer | None,
-    informers: Sequence[Informer],
+    informers: Sequence[Cache],
     metrics: Metrics,
     log: Log,
     *,
@@ -147,7 +147,7 @@ def _dispatcher(
     )
 
 
-def _test_hooks(informers: Sequence[Informer]) -> Hooks:
+def _test_hooks(informers: Sequence[Cache]) -> Hooks:
     def freeze() -> None:
         for informer in informers:
             informer.store.freeze()
@@ -165,12 +165,12 @@ class _Lifecycle:
         self._log = log
         self.status = 0
 
-    def start(self, informers: Sequence[Informer]) -> None:
+    def start(self, informers: Sequence[Cache]) -> None:
         signal.signal(signal.SIGTERM, self._drain)
         signal.signal(signal.SIGINT, self._drain)
         threading.Thread(target=self._become_ready, args=(informers,), name="readiness", daemon=True).start()
 
-    def _become_ready(self, informers: Sequence[Informer]) -> None:
+    def _become_ready(self, informers: Sequence[Cache]) -> None:
         # /healthz answers at once; /readyz (which the shim waits for) once the caches are
         # filled, or after SYNC_TIMEOUT anyway, as Multus does: a cache miss is not fatal.
         deadline = time.monotonic() + SYNC_TIMEOUT

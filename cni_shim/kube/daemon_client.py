@@ -191,8 +191,11 @@ class ApiServer:
         timeout: float | tuple[float, float] | None = None,
         *,
         stream: bool = False,
+        gzip: bool = False,
     ) -> Any:
         headers = {"Accept": "application/json", "User-Agent": _USER_AGENT}
+        if gzip:
+            headers["Accept-Encoding"] = "gzip"
         if body is not None:
             headers["Content-Type"] = "application/json"
         url = f"{self._host}{path}"
@@ -252,7 +255,9 @@ class ApiServer:
         return status
 
     def list(self, path: str, query: Sequence[tuple[str, str]]) -> dict[str, Any]:
-        response = self._send("GET", path, query, timeout=60.0)
+        # Lists ask for gzip, as Multus does (kube-apiserver compresses answers over 128 KiB;
+        # urllib3 decodes them). Watches are never compressed by the server.
+        response = self._send("GET", path, query, timeout=60.0, gzip=True)
         data = self._read(response, f"LIST {path}")
         if response.status != 200:
             raise ApiError(f"LIST {path} returned HTTP {response.status}: {_message(data)}", response.status)

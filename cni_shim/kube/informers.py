@@ -1,19 +1,28 @@
-"""Watch-based caches (informers) of this node's Pods and of all NADs, shared by every request.
+"""Watch-based caches (informers) of this node's Pods and NADs, shared by every request.
 
 An informer lists once, then follows a watch from the list's resourceVersion, relisting when
 the server says the version is gone. The store hands out deep copies so a request can never
 change what other requests see.
+
+The NADs a node holds do not grow with the cluster (issue 34): every NAD that is not a managed
+shadow, and this node's shadows (selected by the node-UID label the driver writes on each), two
+watches read as one store. Another node's shadows, eight per eight-VF Pod, are never listed or
+watched here. A Pod on this node can only attach its own node's shadows (the guard refuses a
+binding of another node), so only a misdirected selection reads differently: NotFound from the
+cache, as for any NAD the cache lacks, where live reads still reach the guard's refusal.
 """
 
 from __future__ import annotations
 
 import copy
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from cni_shim.errors import ApiError
-from cni_shim.kube.paths import NADS_PATH
+from cni_shim.kube.paths import NADS_PATH, node_path
+from sriov_contract.keys import MANAGED_BY_LABEL, MANAGED_BY_VALUE, NODE_UID_LABEL
 
 Json = dict[str, Any]
 WATCH_SECONDS = 240
@@ -101,13 +110,54 @@ class Store:
             return len(self._items)
 
 
+class NodeSource(Source, Protocol):
+    """A source that can also read the Node (NadCache selects this node's shadows by its UID)."""
+
+    def get(self, path: str, what: str) -> Json | None: ...
+
+
+class Held(Protocol):
+    """What requests and the test hooks read of a cache."""
+
+    def get(self, namespace: str, name: str) -> Json | None: ...
+
+    def annotation(self, namespace: str, name: str, key: str) -> str | None: ...
+
+    def freeze(self) -> None: ...
+
+    def versions(self) -> dict[str, str]: ...
+
+    def __len__(self) -> int: ...
+
+
+class Synced(Protocol):
+    def wait(self, timeout: float | None = None) -> bool: ...
+
+
+class Cache(Protocol):
+    """An informer, or informers read as one (NadCache)."""
+
+    kind: str
+
+    @property
+    def store(self) -> Held: ...
+
+    @property
+    def synced(self) -> Synced: ...
+
+    def start(self, stop: threading.Event) -> object: ...
+
+
+Query = Sequence[tuple[str, str]]
+
+
 class Informer:
     def __init__(
         self,
         kind: str,
         source: Source,
         path: str,
-        query: Sequence[tuple[str, str]],
+        query: Query | Callable[[], Query],
         *,
         transform: Callable[[Json], Json] = lambda o: o,
         on_error: Callable[[str], None] = lambda message: None,
@@ -120,11 +170,13 @@ class Informer:
         self.synced = threading.Event()
         self._source = source
         self._path = path
-        self._query = tuple(query)
+        # A callable is asked again at each relist (the node-UID selector: see NadCache).
+        self._query = query if callable(query) else (lambda fixed=tuple(query): fixed)
         self._transform = transform
         self._on_error = on_error
         self._on_list = on_list
         self._cause = FIRST_LIST
+        self._listed: Query = ()
 
     def start(self, stop: threading.Event) -> threading.Thread:
         thread = threading.Thread(target=self.run, args=(stop,), name=f"informer-{self.kind}", daemon=True)
@@ -143,7 +195,8 @@ class Informer:
                 stop.wait(RETRY_SECONDS)
 
     def _relist(self) -> str:
-        listed = self._source.list(self._path, self._query)
+        self._listed = tuple(self._query())
+        listed = self._source.list(self._path, self._listed)
         found = listed.get("items") or ()
         self.store.replace([self._transform(o) for o in found])
         self.synced.set()
@@ -154,7 +207,7 @@ class Informer:
     def _follow(self, version: str) -> str:
         """One watch; returns the version to resume from, or "" when a relist is needed."""
         query = [
-            *self._query,
+            *self._listed,
             ("resourceVersion", version),
             ("allowWatchBookmarks", "true"),
             ("timeoutSeconds", str(WATCH_SECONDS)),
@@ -193,11 +246,132 @@ def pod_informer(
     )
 
 
+NOT_SHADOWS = f"{MANAGED_BY_LABEL}!={MANAGED_BY_VALUE}"
+"""Every NAD the driver does not manage (`!=` also selects NADs without the label)."""
+
+
+ALL_SHADOWS = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
+
+
+def shadows_of(node_uid: str) -> str:
+    """The managed shadows of one node: with NOT_SHADOWS, every NAD a Pod here can use."""
+    return f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{NODE_UID_LABEL}={node_uid}"
+
+
+class StoreUnion:
+    """Stores of disjoint selections, read as one."""
+
+    def __init__(self, stores: Sequence[Store]) -> None:
+        self._stores = tuple(stores)
+
+    def get(self, namespace: str, name: str) -> Json | None:
+        return next((o for s in self._stores if (o := s.get(namespace, name)) is not None), None)
+
+    def annotation(self, namespace: str, name: str, key: str) -> str | None:
+        return next((v for s in self._stores if (v := s.annotation(namespace, name, key)) is not None), None)
+
+    def freeze(self) -> None:
+        for store in self._stores:
+            store.freeze()
+
+    def versions(self) -> dict[str, str]:
+        return {k: v for s in self._stores for k, v in s.versions().items()}
+
+    def __len__(self) -> int:
+        return sum(len(s) for s in self._stores)
+
+
+class AllSynced:
+    def __init__(self, events: Sequence[threading.Event]) -> None:
+        self._events = tuple(events)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        return all(
+            e.wait(None if deadline is None else max(0.0, deadline - time.monotonic())) for e in self._events
+        )
+
+
+class NadCache:
+    """The NADs this node can use: those not managed, and this node's shadows (two informers).
+
+    The shadows' selector needs the Node's UID (shadows carry no node-name label: a node name
+    may not fit in a label value); it is read at each relist of that informer, which retries
+    like any failed listing until the Node can be read. Credentials that may not read it at all
+    (Multus's RBAC) get every node's shadows, as before, and a warning."""
+
+    kind = "nad"
+
+    def __init__(
+        self,
+        source: NodeSource,
+        node_name: str,
+        on_error: Callable[[str], None],
+        on_list: OnList = lambda kind, cause, count, version: None,
+    ) -> None:
+        self._source = source
+        self._node_name = node_name
+        self._on_error = on_error
+        self.parts = (
+            Informer(
+                "nad",
+                source,
+                NADS_PATH,
+                [("labelSelector", NOT_SHADOWS)],
+                on_error=on_error,
+                on_list=lambda *listed: on_list("nad", *listed),
+            ),
+            Informer(
+                "shadow",
+                source,
+                NADS_PATH,
+                self._shadow_query,
+                on_error=on_error,
+                on_list=lambda *listed: on_list("shadow", *listed),
+            ),
+        )
+        self._store = StoreUnion([p.store for p in self.parts])
+        self._synced = AllSynced([p.synced for p in self.parts])
+
+    @property
+    def store(self) -> StoreUnion:
+        return self._store
+
+    @property
+    def synced(self) -> AllSynced:
+        return self._synced
+
+    def _shadow_query(self) -> Query:
+        what = f"node {self._node_name}"
+        try:
+            node = self._source.get(node_path(self._node_name), what)
+        except ApiError as exc:
+            if exc.status != 403:
+                raise
+            # Multus's RBAC (no Node read), as when we replace it in place: every node's shadows,
+            # as before issue 34, rather than none.
+            self._on_error(
+                f"shadow informer: may not GET {what} ({exc.message}); caching every node's shadows"
+            )
+            return [("labelSelector", ALL_SHADOWS)]
+        uid = str(((node or {}).get("metadata") or {}).get("uid") or "")
+        if not uid:
+            raise ApiError(f"GET {what}: not found; its shadows cannot be selected without its UID", 404)
+        return [("labelSelector", shadows_of(uid))]
+
+    def start(self, stop: threading.Event) -> list[threading.Thread]:
+        return [p.start(stop) for p in self.parts]
+
+
 def nad_informer(
-    source: Source,
+    source: NodeSource,
+    node_name: str,
     on_error: Callable[[str], None],
     on_list: OnList = lambda kind, cause, count, version: None,
-) -> Informer:
-    return Informer(
-        "nad", source, NADS_PATH, [], on_error=on_error, on_list=lambda *listed: on_list("nad", *listed)
-    )
+) -> Cache:
+    """This node's NAD cache; without a node name (no node to scope by), every NAD."""
+    if not node_name:
+        return Informer(
+            "nad", source, NADS_PATH, [], on_error=on_error, on_list=lambda *listed: on_list("nad", *listed)
+        )
+    return NadCache(source, node_name, on_error, on_list)

@@ -28,6 +28,10 @@ def q(segment: str) -> str:
     return "".join(chr(b) if b in _UNRESERVED_BYTES else f"%{b:02X}" for b in segment.encode())
 
 
+def node_path(name: str) -> str:
+    return f"/api/v1/nodes/{q(name)}"
+
+
 def pod_path(namespace: str, name: str) -> str:
     return f"/api/v1/namespaces/{q(namespace)}/pods/{q(name)}"
 

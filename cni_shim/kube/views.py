@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from cni_shim.core import prefetch
 from cni_shim.core.prefetch import Key
-from cni_shim.kube.informers import Store
+from cni_shim.kube.informers import Held
 from cni_shim.kube.paths import list_items, nad_path, nads_path, pod_path, pod_status_path
 from sriov_contract.keys import NETWORKS_ANNOTATION
 
@@ -42,7 +42,7 @@ class LiveView:
     pod_reads_live = True
 
     def __init__(
-        self, api: Api, counts: Counts, pool: Executor | None = None, guesses: Store | None = None
+        self, api: Api, counts: Counts, pool: Executor | None = None, guesses: Held | None = None
     ) -> None:
         self._api = api
         self._counts = counts
@@ -56,7 +56,7 @@ class LiveView:
         self._counts.live_read("pod")
         return self._api.get(pod_path(namespace, name), f"pod {namespace}/{name}")
 
-    def _prefetch(self, pool: Executor, pods: Store, namespace: str, name: str) -> None:
+    def _prefetch(self, pool: Executor, pods: Held, namespace: str, name: str) -> None:
         # Only the view's first Pod read: later ones are retries or the status write.
         self._guesses = None
         networks = pods.annotation(namespace, name, NETWORKS_ANNOTATION)
@@ -111,7 +111,7 @@ class CachedView(LiveView):
 
     pod_reads_live = False
 
-    def __init__(self, api: Api, counts: Counts, pods: Store, nads: Store) -> None:
+    def __init__(self, api: Api, counts: Counts, pods: Held, nads: Held) -> None:
         super().__init__(api, counts)
         self._pods = pods
         self._nads = nads

@@ -141,6 +141,7 @@ def repair_service(
         shadows=KubeShadowLister(api),
         pods=KubePods(api),
         claims=KubeClaims(api),
+        claim_reader=KubeClaims(api),
     )
     return ClaimRepairer(service, checkpoint, node_uid=node_uid), lister
 

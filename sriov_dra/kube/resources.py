@@ -34,11 +34,12 @@ class KubeClaims:
         path = f"{self._path(namespace, name)}/status"
         return json_patch(self._api, path, f"ResourceClaim {namespace}/{name} status", ops)
 
-    def list_claims(self) -> Iterator[dict[str, Any]]:
-        """Every ResourceClaim in one request: a claim has no field naming its node, and one
-        cluster-wide list is cheaper for the API server than one per namespace."""
-        path = f"/apis/{DRA_GROUP}/{DRA_VERSION}/resourceclaims"
-        return list_streamed(self._api, path, "ResourceClaims", [])
+    def list_claims(self, namespace: str) -> Iterator[dict[str, Any]]:
+        """The ResourceClaims of one namespace in one request. A claim has no field naming its
+        node, so a node reads the namespaces its own claims are in, never the whole cluster's:
+        what a pass costs grows with the node's workloads, not with the cluster (issue 34)."""
+        path = f"/apis/{DRA_GROUP}/{DRA_VERSION}/namespaces/{quote(namespace)}/resourceclaims"
+        return list_streamed(self._api, path, f"ResourceClaims in {namespace}", [])
 
     def get_claim(self, namespace: str, name: str) -> Mapping[str, Any]:
         what = f"ResourceClaim {namespace}/{name}"
@@ -122,10 +123,19 @@ class KubeShadowLister:
         return f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{NODE_UID_LABEL}={node_uid}"
 
     def list_shadows(self, node_uid: str) -> Iterator[dict[str, Any]]:
+        return self._list(node_uid, "")
+
+    def list_namespace_shadows(self, node_uid: str, namespace: str) -> Iterator[dict[str, Any]]:
+        """One namespace's: the API server then reads only that namespace, where a selection
+        across all namespaces reads every NAD of the cluster (issue 34)."""
+        return self._list(node_uid, namespace)
+
+    def _list(self, node_uid: str, namespace: str) -> Iterator[dict[str, Any]]:
+        scope = f"/namespaces/{quote(namespace)}" if namespace else ""
         return list_streamed(
             self._api,
-            "/apis/k8s.cni.cncf.io/v1/network-attachment-definitions",
-            "NetworkAttachmentDefinitions (managed shadows)",
+            f"/apis/k8s.cni.cncf.io/v1{scope}/network-attachment-definitions",
+            f"NetworkAttachmentDefinitions (managed shadows{' in ' + namespace if namespace else ''})",
             [("labelSelector", self.selector(node_uid))],
         )
 

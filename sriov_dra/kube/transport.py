@@ -51,6 +51,10 @@ def _send(
     """One raw API call; returns the response with its body still unread. A transport failure
     becomes an ApiError with status 0: outcome unknown. `reason` as for api_error."""
     headers = {"Accept": accept, "Content-Type": content_type}
+    if method == "GET":
+        # kube-apiserver compresses answers over 128 KiB when asked (a list of shadows or Pods
+        # shrinks about tenfold); urllib3 decodes as it reads, streamed lists included.
+        headers["Accept-Encoding"] = "gzip"
     m, url, hdrs, data, _ = api.param_serialize(
         method, path, query_params=query, header_params=headers, body=body, auth_settings=["BearerToken"]
     )

@@ -19,12 +19,13 @@ from datetime import datetime
 from sriov_dra.core.checkpointrecovery import Recovery
 from sriov_dra.core.rebuild import Rebuild, rebuild
 from sriov_dra.ports import ClaimLister, PodLister, ShadowLister
+from sriov_dra.recovery.listing import claims_in
 from sriov_dra.state.checkpoint import GenerationFiles, PreparedClaims, RecoveryLog
 
 
 @dataclass(frozen=True)
 class ApiListings:
-    """What a rebuild lists: this node's shadows, every claim, this node's Pods."""
+    """What a rebuild lists: this node's shadows and Pods, the claims of their namespaces."""
 
     shadows: ShadowLister
     claims: ClaimLister
@@ -47,11 +48,16 @@ def open_checkpoint(
         return PreparedClaims(files, str(files.path), records=start.records)
     rebuilt = Rebuild((), ())
     if listings is not None:
+        shadows = list(listings.shadows.list_shadows(node_uid))
+        pods = list(listings.pods.list_node_pods(node_name))
+        # The claims a rebuild needs are in the namespaces of this node's shadows and Pods (a
+        # claim lives in its Pod's namespace): the checkpoint may no longer name them.
+        namespaces = {str((o.get("metadata") or {}).get("namespace") or "") for o in [*shadows, *pods]} - {""}
         rebuilt = rebuild(
-            listings.shadows.list_shadows(node_uid),
+            shadows,
             start.records,
-            {str(c["metadata"]["uid"]): c for c in listings.claims.list_claims()},
-            {str(p["metadata"]["uid"]): p for p in listings.pods.list_node_pods(node_name)},
+            claims_in(listings.claims, namespaces),
+            {str(p["metadata"]["uid"]): p for p in pods},
             node_name=node_name,
             node_uid=node_uid,
             pci_of=pci_of,

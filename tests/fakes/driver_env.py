@@ -127,6 +127,7 @@ class Env:
             shadows=self.api,
             pods=self.api,
             claims=self.api,
+            claim_reader=Claims(self.api),
         )
 
     # -- objects -------------------------------------------------------------------------------

@@ -59,6 +59,8 @@ class FakeApi:
         self.faults: dict[tuple[str, str], list[Fault]] = {}
         self.writes: list[tuple[str, str, str]] = []
         self.reads: list[tuple[str, str, str]] = []
+        self.claim_namespaces_listed: list[str] = []
+        self.shadow_namespaces_listed: list[str] = []
         """Every get and list call, as (verb, kind, name)."""
         self._rv = itertools.count(1)
         self._lock = threading.RLock()
@@ -178,8 +180,9 @@ class FakeApi:
             for p in pods
         ]
 
-    def list_claims(self) -> list[Obj]:
-        return self._list("claims", lambda o: True)
+    def list_claims(self, namespace: str) -> list[Obj]:
+        self.claim_namespaces_listed.append(namespace)
+        return self._list("claims", lambda o: o["metadata"].get("namespace") == namespace)
 
     def _list(self, kind: str, keep: Callable[[Obj], bool]) -> list[Obj]:
         def listing() -> list[Obj]:
@@ -191,12 +194,18 @@ class FakeApi:
 
     # -- ShadowLister --------------------------------------------------------------------------
 
-    def list_shadows(self, node_uid: str) -> list[Obj]:
+    def list_namespace_shadows(self, node_uid: str, namespace: str) -> list[Obj]:
+        self.shadow_namespaces_listed.append(namespace)
+        return self.list_shadows(node_uid, namespace)
+
+    def list_shadows(self, node_uid: str, namespace: str = "") -> list[Obj]:
+
         def listing() -> list[Obj]:
             return [
                 copy.deepcopy(o)
-                for (kind, _ns, _name), o in sorted(self.objects.items())
+                for (kind, ns, _name), o in sorted(self.objects.items())
                 if kind == "nads"
+                and namespace in ("", ns)
                 and (o["metadata"].get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE
                 and o["metadata"]["labels"].get(NODE_UID_LABEL) == node_uid
             ]

@@ -260,8 +260,13 @@ class Node:
         return run_shim(self.bin_dir, command, self.conf, sb.cid, args, sb.netns)
 
     def calls(self) -> list[str]:
-        """The shim's own calls since the proxy was cleared (the daemon's informer lists and watches left out)."""
-        return [_call(r) for r in self.proxy.requests if r.verb not in ("list", "watch")]
+        """The shim's own calls since the proxy was cleared (the daemon's informer lists and watches,
+        and the Node read its shadow informer makes at each relist, left out)."""
+        return [
+            _call(r)
+            for r in self.proxy.requests
+            if r.verb not in ("list", "watch") and not (r.target is not None and r.target.resource == "nodes")
+        ]
 
     def status_annotation(self, sb: Sandbox) -> list[dict[str, Any]] | None:
         pod = client.CoreV1Api(self.testbed.api_client).read_namespaced_pod(sb.pod, self.namespace)

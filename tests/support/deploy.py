@@ -126,6 +126,8 @@ CNI_NEEDS: frozenset[Permission] = frozenset(
     # The network-status annotation is written through pods/status.
     | _each("update patch", "", "pods", "status")
     | _each("get list watch", NAD, "network-attachment-definitions")
+    # Its Node's UID: the daemon's NAD cache selects this node's shadows by it (issue 34).
+    | _each("get", "", "nodes")
     # Multus's AddedInterface / NoNetworkFound Events on the Pod (issue #18 point 5).
     | _each("create", "", "events")
 )

@@ -12,7 +12,7 @@ from sriov_dra.core.bindingrecord import PENDING
 from sriov_dra.core.checkpointrecovery import PREVIOUS, Recovery
 from sriov_dra.recovery.recoveredstart import ApiListings, open_checkpoint
 from sriov_dra.state.checkpoint import GenerationFiles, PreparedClaims, RecoveryLog
-from tests.fakes.driver_env import NODE, NODE_UID, Env, vf_config
+from tests.fakes.driver_env import NODE, NODE_UID, NS, Env, vf_config
 
 NOW = datetime(2026, 12, 5, 0, 37, tzinfo=UTC)
 
@@ -126,3 +126,19 @@ def test_plain_mode_starts_from_the_previous_generation_without_rebuilding(
     told: list[Recovery] = []
     assert c0 in {r.claim_uid for r in opened(env, files, told, managed=False).snapshot_all()}
     assert told[0].rebuilt == ()
+
+
+def test_a_rebuild_reads_claims_in_its_shadows_and_pods_namespaces_only(
+    env: Env, files: GenerationFiles
+) -> None:
+    """Claims the checkpoint no longer names are found through this node's shadows and Pods (their
+    namespace), never through a cluster-wide listing (issue 34)."""
+    files.path.parent.mkdir()
+    c0, c1 = prepare_two(env, files)
+    env.api.put("claims", {"metadata": {"namespace": "elsewhere", "name": "theirs", "uid": "f0-1"}})
+    files.path.write_bytes(b"{")
+    files.previous.write_bytes(b"")
+    env.api.claim_namespaces_listed.clear()
+    checkpoint = opened(env, files, [])
+    assert sorted(r.claim_uid for r in checkpoint.snapshot_all()) == sorted([c0, c1])
+    assert env.api.claim_namespaces_listed == [NS]

@@ -15,6 +15,7 @@ from sriov_dra.core.claimrecord import ClaimRecord
 from sriov_dra.core.passdrift import PassListing
 from sriov_dra.core.shadowmatch import index_shadows
 from sriov_dra.kubeletplugin.api import ClaimRef
+from sriov_dra.recovery import listing
 from sriov_dra.recovery.repair import RepairWorker
 from tests.fakes.driver_env import NODE_UID, NS, Env, vf_config
 from tests.fakes.kube_api import Fault, Obj
@@ -212,3 +213,78 @@ def test_a_pod_missing_its_selections_takes_the_live_path_alone(env: Env) -> Non
     )
     assert len(names) == len(VFS)
     assert env.api.stored("pods", NS, "other") == untouched
+
+
+def _foreign_claim(env: Env, namespace: str) -> None:
+    """Another node's claim, allocated and reserved, in a namespace none of this node's claims are in."""
+    env.api.put(
+        "claims",
+        {
+            "metadata": {
+                "namespace": namespace,
+                "name": "theirs",
+                "uid": "f0000000-0000-4000-8000-000000000001",
+            },
+            "status": {
+                "allocation": {"devices": {"results": [{"driver": "x", "pool": "node-9", "device": "vf-9"}]}},
+                "reservedFor": [
+                    {"resource": "pods", "name": "p", "uid": "f0000000-0000-4000-8000-000000000002"}
+                ],
+            },
+        },
+    )
+
+
+def test_a_pass_lists_claims_and_shadows_in_its_own_claims_namespaces_only(env: Env) -> None:
+    """No cluster-wide claim or shadow listing (issue 34): another node's claim elsewhere is never read."""
+    _pod, uid, _shadows = prepared(env)
+    _foreign_claim(env, "elsewhere")
+    env.api.shadow_namespaces_listed.clear()
+    listing = env.lister.list_for_pass()
+    assert env.api.claim_namespaces_listed == [NS]
+    assert env.api.shadow_namespaces_listed == [NS]  # not every namespace's NADs either
+    assert listing.claims is not None and set(listing.claims) == {uid}
+    assert listing_worker(env).run_once() == {uid: ""}
+
+
+def test_a_node_without_claims_lists_no_claims(env: Env) -> None:
+    _foreign_claim(env, "elsewhere")
+    assert env.lister.list_for_pass([]).claims == {}
+    assert env.api.claim_namespaces_listed == []
+
+
+def test_a_namespace_crowded_with_other_nodes_claims_is_read_claim_by_claim(env: Env, monkeypatch) -> None:
+    """One large job's namespace spread over the cluster: its listing would bring every node's
+    claims on every pass, so after one listing this node reads its own claims only (issue 34)."""
+    monkeypatch.setattr(listing, "CROWDED_SLACK", 2)
+    _pod, uid, _shadows = prepared(env)
+    for i in range(8):  # other nodes' claims in this node's namespace
+        env.api.put("claims", {"metadata": {"namespace": NS, "name": f"theirs-{i}", "uid": f"f0-{i}"}})
+    got: list[tuple[str, str]] = []
+    reader = env.lister._claim_reader
+    assert reader is not None
+    real = reader.get_claim
+
+    def get_claim(namespace: str, name: str) -> Any:
+        got.append((namespace, name))
+        return real(namespace, name)
+
+    monkeypatch.setattr(reader, "get_claim", get_claim)
+    worker = listing_worker(env)
+    assert worker.run_once() == {uid: ""}
+    assert env.lister.crowded == {NS} and got == []
+    env.api.reads.clear()
+    env.api.claim_namespaces_listed.clear()
+    assert worker.run_once() == {uid: ""}
+    assert got == [(NS, "c")] and env.api.claim_namespaces_listed == []
+    assert [r for r in env.api.reads if r[1] == "claims"] == [] and env.api.writes == []
+
+
+def test_a_crowded_namespaces_claim_that_is_gone_takes_the_live_path(env: Env, monkeypatch) -> None:
+    monkeypatch.setattr(listing, "CROWDED_SLACK", -10)
+    prepared(env)
+    worker = listing_worker(env)
+    worker.run_once()
+    assert env.lister.crowded == {NS}
+    del env.api.objects[("claims", NS, "c")]
+    assert env.lister.list_for_pass().claims == {}
