@@ -416,7 +416,8 @@ class RealNode:
     def netns_files(self) -> set[str]:
         """The sandbox network namespaces containerd holds under its state dir now (a node whose
         CNI runs as the DaemonSet keeps them in the host's /run/netns instead: empty here)."""
-        netns = self.dir / "ctd" / "state" / "netns"
+        # netns_mounts_under_state_dir puts them under the CRI plugin's own state directory.
+        netns = self.dir / "ctd" / "state" / "io.containerd.grpc.v1.cri" / "netns"
         return {str(p) for p in netns.iterdir()} if netns.is_dir() else set()
 
     def restart_containerd(self) -> None:
