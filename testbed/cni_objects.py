@@ -8,9 +8,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from sriov_contract import keys
-from testbed.apiobjects import as_object
+from testbed.apiobjects import as_object, items_of
 from testbed.cluster import NAD_API
 from testbed.managed_shadows import NODE_UID, managed_shadow, registry_annotation
 
@@ -46,6 +47,48 @@ def node_uid(api: client.ApiClient, node: str) -> str:
             return NODE_UID
         raise
     return str(found.metadata.uid) if found.metadata is not None else NODE_UID
+
+
+def release_by_hand(api: client.ApiClient, namespace: str, *, delete: bool = False) -> None:
+    """The driver's release of what `bind_by_hand` made in `namespace`: each managed shadow loses its
+    protection finalizer, so deleting the namespace deletes it (a protected shadow labelled with a
+    real node's UID would otherwise stay, and that node's orphan scan would report it)."""
+    custom = client.CustomObjectsApi(api)
+    listing = custom.list_namespaced_custom_object(
+        "k8s.cni.cncf.io",
+        "v1",
+        namespace,
+        "network-attachment-definitions",
+        label_selector=keys.MANAGED_BY_LABEL,
+    )
+    for nad in items_of(listing):
+        finalizers = nad["metadata"].get("finalizers") or []
+        if keys.PROTECTION_FINALIZER in finalizers:
+            kept = [f for f in finalizers if f != keys.PROTECTION_FINALIZER]
+            try:
+                custom.patch_namespaced_custom_object(
+                    "k8s.cni.cncf.io",
+                    "v1",
+                    namespace,
+                    "network-attachment-definitions",
+                    nad["metadata"]["name"],
+                    {"metadata": {"finalizers": kept or None}},
+                )
+            except ApiException as exc:
+                if exc.status != 404:  # the driver released it first
+                    raise
+        if delete:
+            try:
+                custom.delete_namespaced_custom_object(
+                    "k8s.cni.cncf.io",
+                    "v1",
+                    namespace,
+                    "network-attachment-definitions",
+                    nad["metadata"]["name"],
+                )
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
 
 
 def bind_by_hand(

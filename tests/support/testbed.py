@@ -89,8 +89,11 @@ def k8s_namespace(request: pytest.FixtureRequest, testbed: TestBed) -> Iterator[
     from testbed.waiting import wait_for  # noqa: PLC0415 - see module docstring
 
     core = client.CoreV1Api(testbed.api_client)
+    from testbed.cni_objects import release_by_hand  # noqa: PLC0415 - see module docstring
+
     name = testbed.create_namespace(_namespace_name(request.node.name))
     yield name
+    release_by_hand(testbed.api_client, name)
     try:
         core.delete_namespace(name)
     except ApiException as exc:
