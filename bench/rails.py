@@ -29,7 +29,7 @@ from typing import Any
 from kubernetes import client
 
 from bench.common import network_namespace, standalone, summary
-from bench.thick_compare import MULTUS_THICK, OURS_LIVE, _cycles, _Setups, _warm_up, ptp
+from bench.thick_compare import MULTUS_THICK, OURS_LIVE, SetupMaker, ptp, run_cycles, warm_up
 from cni_shim import launcher
 from sriov_contract import keys
 from testbed.apiobjects import as_object, items_of
@@ -127,12 +127,12 @@ def measure(
     out: dict[str, Any] = {"cycles": cycles, "cores": os.cpu_count(), "rails": {}}
     with ExitStack() as stack:
         netns = stack.enter_context(network_namespace())
-        made = _Setups(bed, work, stack, bin_dir, tools.require("multus"), common, secrets.token_hex(2))
+        made = SetupMaker(bed, work, stack, bin_dir, tools.require("multus"), common, secrets.token_hex(2))
         ours, multus = made.ours(OURS_LIVE, True), made.multus_thick(MULTUS_THICK)
         # The same daemon in Multus's serial order: what the waves themselves are worth.
         serial_work = work / "serial"
         serial_work.mkdir()
-        serial = _Setups(
+        serial = SetupMaker(
             bed,
             serial_work,
             stack,
@@ -149,8 +149,8 @@ def measure(
                 setup.samples.clear()
                 setup.windows.clear()
                 setup.cpu.clear()
-            _warm_up(setups, netns, args, bin_dir, warmup)
-            _cycles(setups, netns, args, bin_dir, cycles)
+            warm_up(setups, netns, args, bin_dir, warmup)
+            run_cycles(setups, netns, args, bin_dir, cycles)
             mine, theirs = summary(ours.samples), summary(multus.samples)
             out["rails"][str(count)] = {
                 **{s.label: {**summary(s.samples), **s.per_verb()} for s in setups},

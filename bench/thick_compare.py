@@ -445,7 +445,7 @@ def _daemon_side(daemon: DaemonProc) -> dict[str, dict[str, Any]]:
 
 
 @dataclass
-class _Setups:
+class SetupMaker:
     """Makes the setups of one measurement: what they share, and the daemons they started."""
 
     bed: TestBed
@@ -510,7 +510,7 @@ class _Setups:
         }
 
 
-def _warm_up(setups: list[Setup], netns: str, args: str, bin_dir: Path, warmup: int) -> None:
+def warm_up(setups: list[Setup], netns: str, args: str, bin_dir: Path, warmup: int) -> None:
     for setup in setups:
         for _ in range(warmup):
             setup.run("ADD", netns, args, bin_dir)
@@ -518,7 +518,7 @@ def _warm_up(setups: list[Setup], netns: str, args: str, bin_dir: Path, warmup: 
         setup.windows.clear()
 
 
-def _cycles(setups: list[Setup], netns: str, args: str, bin_dir: Path, cycles: int) -> None:
+def run_cycles(setups: list[Setup], netns: str, args: str, bin_dir: Path, cycles: int) -> None:
     """ADD+DEL cycles, the setups taking turns within each cycle so machine drift hits them alike."""
     for _ in range(cycles):
         for setup in setups:
@@ -559,13 +559,13 @@ def measure(
     common = {"binDir": str(bin_dir), "delegates": [primary]}
     with ExitStack() as stack:
         netns = stack.enter_context(network_namespace())
-        made = _Setups(bed, work, stack, bin_dir, multus_dir, common, secrets.token_hex(2))
+        made = SetupMaker(bed, work, stack, bin_dir, multus_dir, common, secrets.token_hex(2))
         setups = [
             make() for label, make in made.factories(cnitool, primary).items() if not only or label in only
         ]
-        _warm_up(setups, netns, args, bin_dir, warmup)
+        warm_up(setups, netns, args, bin_dir, warmup)
         mark = bed.audit.mark()
-        _cycles(setups, netns, args, bin_dir, cycles)
+        run_cycles(setups, netns, args, bin_dir, cycles)
         # The API server writes an audit event just after answering; let the last ones land.
         time.sleep(1.0)
         daemon_side = {label: _daemon_side(daemon) for label, daemon in made.daemons.items()}

@@ -200,12 +200,24 @@ class Runner:
             # An unreadable result cache must not block teardown (libcni >= 1.3 behaviour).
             return None
 
-    def delete(self, net: Network, version: str, rt: RuntimeConf) -> None:
+    def delete(self, net: Network, version: str, rt: RuntimeConf, *, release_ipam: bool = False) -> None:
+        """DEL every plugin, last first. With `release_ipam`, each plugin's IPAM plugin gets a DEL
+        of its own afterwards: sriov-cni frees its address only through its own cache, which a
+        node that lost power between the IPAM ADD and that cache's write never has; an IPAM DEL
+        is idempotent (host-local, whereabouts and static free by container ID and interface)."""
         prev = self.cached_result(net, rt, version) if versions.at_least(version, "0.4.0") else None
         for plugin in reversed(net.plugins):
             stdin = plugin_stdin(net, plugin, version, rt.capability_args, prev_result=prev)
             try:
                 self._exec(plugin, rt, "DEL", stdin)
+                ipam = plugin.get("ipam")
+                if (
+                    release_ipam
+                    and isinstance(ipam, dict)
+                    and isinstance(ipam.get("type"), str)
+                    and ipam["type"]
+                ):
+                    self._exec(ipam, rt, "DEL", stdin)
             except CniError as err:
                 raise _describe(net, plugin, "delete", err) from err
         self._store.remove_result(cache_key(net.name, rt.container_id, rt.ifname))

@@ -52,7 +52,9 @@ def node_uid(api: client.ApiClient, node: str) -> str:
 def release_by_hand(api: client.ApiClient, namespace: str, *, delete: bool = False) -> None:
     """The driver's release of what `bind_by_hand` made in `namespace`: each managed shadow loses its
     protection finalizer, so deleting the namespace deletes it (a protected shadow labelled with a
-    real node's UID would otherwise stay, and that node's orphan scan would report it)."""
+    real node's UID would otherwise stay, and that node's orphan scan would report it). With
+    `delete`, the shadows go now: a terminating namespace keeps them a while, and that node's
+    orphan scan would report them until then."""
     custom = client.CustomObjectsApi(api)
     listing = custom.list_namespaced_custom_object(
         "k8s.cni.cncf.io",

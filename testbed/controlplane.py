@@ -21,7 +21,7 @@ from kubernetes import config as kube_config
 from sriov_contract.errors import ReasonedError
 from testbed import audit, bootstrap, kubeconfig, pki, probes, runstate
 from testbed.bed import TestBed
-from testbed.processes import free_port, launch, log_tail, stop
+from testbed.processes import ProcessRecord, free_port, launch, log_tail, stop
 from testbed.tools import REPO_ROOT, ToolSet
 from testbed.waiting import WaitTimeout, wait_for
 
@@ -30,7 +30,9 @@ CRD_DIR = REPO_ROOT / "deploy" / "base" / "crds"
 OPERATOR_CRD_DIR = REPO_ROOT / "deploy" / "operator" / "crds"
 SERVICE_CIDR = "10.0.0.0/24"
 # Loaded 2-core machines have been seen to need 30-35 s before /readyz; leave ample headroom.
+APISERVER = "kube-apiserver"
 APISERVER_READY_TIMEOUT = 180.0
+APISERVER_STOP_GRACE_S = 30.0
 COMPONENT_READY_TIMEOUT = 90.0
 PORT_ATTEMPTS = 3
 KCM_CONTROLLERS = (
@@ -262,21 +264,7 @@ def _bring_up(starter: _Starter, binaries: Binaries, crd_dir: Path) -> None:
     )
     starter.wait_healthy("etcd", state.ports["etcd"], "/health", tls=False, verify=False, timeout=30.0)
 
-    starter.launch(
-        "kube-apiserver",
-        apiserver_args(binaries.apiserver, state, state.ports["etcd"], state.ports["apiserver"]),
-    )
-    state.timings["apiserver_ready_s"] = round(
-        starter.wait_healthy(
-            "kube-apiserver",
-            state.ports["apiserver"],
-            "/readyz",
-            tls=True,
-            verify=True,
-            timeout=APISERVER_READY_TIMEOUT,
-        ),
-        2,
-    )
+    state.timings["apiserver_ready_s"] = round(_launch_apiserver(starter, binaries.apiserver), 2)
 
     api = kube_config.new_client_from_config(config_file=state.kubeconfigs["admin"])
     try:
@@ -306,30 +294,34 @@ def _bring_up(starter: _Starter, binaries: Binaries, crd_dir: Path) -> None:
     state.save()
 
 
-def restart_apiserver(bed: TestBed, *, down_s: float = 0.0) -> float:
-    """Stop the bed's kube-apiserver (SIGTERM, as an upgrade or a crash-looping control plane
-    would), keep it down ``down_s`` seconds, start it again with the same arguments and wait until
-    it is ready. Everything else of the bed keeps running and sees the outage. Returns the time
-    from the stop until ready again."""
+def _launch_apiserver(starter: _Starter, binary: Path) -> float:
+    """Launch kube-apiserver with the bed's ports and certificates; returns the time to /readyz."""
+    state = starter.state
+    starter.launch(APISERVER, apiserver_args(binary, state, state.ports["etcd"], state.ports["apiserver"]))
+    return starter.wait_healthy(
+        APISERVER, state.ports["apiserver"], "/readyz", tls=True, verify=True, timeout=APISERVER_READY_TIMEOUT
+    )
+
+
+def _apiserver_record(bed: TestBed) -> ProcessRecord:
+    for rec in bed.state.processes:
+        if rec.name == APISERVER:
+            return rec
+    raise BedStartError("NoApiServer", f"the bed in {bed.state.run_dir} runs no {APISERVER}")
+
+
+def stop_apiserver(bed: TestBed) -> None:
+    """SIGTERM the bed's kube-apiserver, as an upgrade or a crash would, and wait until it exited:
+    its watches end as in a real outage. Everything else of the bed keeps running."""
+    stop([_apiserver_record(bed)], grace=APISERVER_STOP_GRACE_S)
+
+
+def start_apiserver(bed: TestBed) -> float:
+    """Start kube-apiserver again on the same port, certificates and etcd, and wait until it is
+    ready; returns how long that took. Its watch cache starts empty, so a watch resumed from an
+    older resourceVersion gets 410 Gone. An attached bed's processes die with the thread that
+    starts them: call this from a thread that outlives the bed."""
     state = bed.state
-    (old,) = [p for p in state.processes if p.name == "kube-apiserver"]
-    started = time.monotonic()
-    stop([old], grace=30)
-    time.sleep(down_s)  # the outage itself: nothing to wait for, the length is the point
-    starter = _Starter(state, detached=False)
-    state.processes.remove(old)
-    starter.launch(
-        "kube-apiserver",
-        apiserver_args(
-            Binaries.resolve(bed.tools).apiserver, state, state.ports["etcd"], state.ports["apiserver"]
-        ),
-    )
-    starter.wait_healthy(
-        "kube-apiserver",
-        state.ports["apiserver"],
-        "/readyz",
-        tls=True,
-        verify=True,
-        timeout=APISERVER_READY_TIMEOUT,
-    )
-    return time.monotonic() - started
+    state.processes.remove(_apiserver_record(bed))
+    starter = _Starter(state, detached=state.owner_pid is None)
+    return _launch_apiserver(starter, Binaries.resolve(bed.tools).apiserver)

@@ -43,6 +43,11 @@ ClaimRef = tuple[str, str, str]  # namespace, name, uid: what kubelet sends a DR
 RESYNC_SECONDS = 2
 
 
+def cnitool_container_id(netns_path: str) -> str:
+    """The container ID cnitool gives an attachment: a hash of the absolute netns path (cnitool.go)."""
+    return "cnitool-" + hashlib.sha512(netns_path.encode()).hexdigest()[:20]
+
+
 class DraPlugin(Protocol):
     """The two kubelet-to-plugin calls (testbed.fake_kubelet.FakeKubelet speaks them over gRPC)."""
 
@@ -68,8 +73,7 @@ class Sandbox:
 
     @property
     def container_id(self) -> str:
-        # cnitool names the attachment after a hash of the absolute netns path (cnitool.go).
-        return "cnitool-" + hashlib.sha512(self.netns_path.encode()).hexdigest()[:20]
+        return cnitool_container_id(self.netns_path)
 
     def cni_args(self) -> str:
         # The keys and order containerd's CRI plugin passes (K8S_POD_UID since containerd 1.7).

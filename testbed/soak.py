@@ -368,7 +368,8 @@ class Soak:
         """One event of the schedule, on ``node`` where it is a node's; returns what it hit."""
         if kill.kind == APISERVER:
             with self.gate.closed():
-                controlplane.restart_apiserver(self.stack.bed)
+                controlplane.stop_apiserver(self.stack.bed)
+                controlplane.start_apiserver(self.stack.bed)
             return "of the bed"
         if kill.kind == REBOOT:
             self.serving[node.node_name].clear()

@@ -58,7 +58,9 @@ def delete_plan(ctx: Context, p: delegateplan.Plan) -> list[tuple[delegateplan.P
 def _deletion(
     ctx: Context, runner: Runner, p: delegateplan.Plan, d: delegateplan.PlannedDelegate
 ) -> Callable[[], None]:
-    return lambda: runner.delete(d.network(), d.cni_version, runtime_conf(ctx, p, d, adding=False))
+    return lambda: runner.delete(
+        d.network(), d.cni_version, runtime_conf(ctx, p, d, adding=False), release_ipam=d.managed
+    )
 
 
 def remaining(

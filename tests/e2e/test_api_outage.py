@@ -26,9 +26,10 @@ import pytest
 
 from cni_shim import reasons
 from sriov_dra.model import DRIVER_NAME
+from testbed.controlplane import start_apiserver, stop_apiserver
 from testbed.faultproxy import FaultProxy
 from testbed.netlinks import ipv4_addresses, ns_links
-from testbed.outage import compact_etcd, start_apiserver, stop_apiserver
+from testbed.outage import compact_etcd
 from testbed.processes import Process
 from testbed.scenario import Running, running_pairs
 from testbed.stack import Stack

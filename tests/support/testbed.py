@@ -93,7 +93,7 @@ def k8s_namespace(request: pytest.FixtureRequest, testbed: TestBed) -> Iterator[
 
     name = testbed.create_namespace(_namespace_name(request.node.name))
     yield name
-    release_by_hand(testbed.api_client, name)
+    release_by_hand(testbed.api_client, name, delete=True)  # now: the namespace goes later
     try:
         core.delete_namespace(name)
     except ApiException as exc:

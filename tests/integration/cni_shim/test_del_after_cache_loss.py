@@ -10,8 +10,11 @@ reservation leaked.
 
 from __future__ import annotations
 
+import json
+import os
 import secrets
 import shutil
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,9 +27,11 @@ from sriov_contract import keys
 from testbed.apiobjects import as_object
 from testbed.cluster import NAD_API
 from testbed.cni_objects import bind_by_hand, create_nad, create_pod
+from testbed.kubelet_sim import cnitool_container_id
 from testbed.managed_shadows import rendered_sriov_config
 from testbed.netlinks import host_link, ns_links
 from tests.support.cni import Whereabouts, assert_vf_home, host_local_allocations
+from tests.support.cni_daemon import pod_args
 from tests.support.thin_node import ThinNode
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
@@ -82,15 +87,24 @@ def _release(api: Any, ns: str, name: str) -> None:
     )
 
 
+def _bound_pod(
+    testbed: Any, ns: str, name: str, node: ThinNode, fake_node: Any, ipam: Callable[[Any], Ipam]
+) -> tuple[Any, Callable[[], list[str]], dict[str, Any], str, dict[str, Any]]:
+    """A Pod bound by hand to the first rail-a VF through a shadow with `ipam`'s block: the VF, what
+    the IPAM holds for it, the Pod, the shadow's config and the shadow."""
+    vf = fake_node.rail_vfs("rail-a")[0]
+    block, reserved = ipam(vf)
+    pod = create_pod(testbed.api_client, ns, name, testbed.node_name, {})
+    config = rendered_sriov_config(vf.pci, dataDir=str(node.tmp / "sriov-data"), ipam=block)
+    shadow, _ = bind_by_hand(testbed.api_client, pod, testbed.node_name, config, pci=vf.pci)
+    return vf, reserved, pod, config, shadow
+
+
 def test_del_after_the_cache_and_the_pod_are_gone_returns_the_vf_and_frees_the_address(
     testbed, k8s_namespace, node, fake_node, netns, ipam
 ):
     api, ns = testbed.api_client, k8s_namespace
-    vf = fake_node.rail_vfs("rail-a")[0]
-    block, reserved = ipam(vf)
-    pod = create_pod(api, ns, "lost", testbed.node_name, {})
-    config = rendered_sriov_config(vf.pci, dataDir=str(node.tmp / "sriov-data"), ipam=block)
-    shadow, _ = bind_by_hand(api, pod, testbed.node_name, config, pci=vf.pci)
+    vf, reserved, pod, _, shadow = _bound_pod(testbed, ns, "lost", node, fake_node, ipam)
     sandbox = netns()
     add = node.run("add", sandbox, pod)
     assert add.returncode == 0, add.stdout + add.stderr
@@ -107,6 +121,43 @@ def test_del_after_the_cache_and_the_pod_are_gone_returns_the_vf_and_frees_the_a
         assert host_local_allocations(node.tmp / "ipam", "podnet") == {}, "the cluster network's lease leaked"
         assert_vf_home(vf)
         assert "tearing down managed shadows" in node.log.read_text()
+    finally:
+        _release(api, ns, shadow["name"])
+
+
+def test_an_address_reserved_before_sriov_cni_cached_anything_is_freed_by_del(
+    testbed, k8s_namespace, node, fake_node, netns, ipam
+):
+    """The node lost power inside sriov-cni's ADD, after its IPAM ADD and before its own cache:
+    nothing on the node remembers the address but the IPAM itself, and sriov-cni's DEL, finding
+    no cache, frees nothing. The shim's own IPAM DEL after every managed delegate's DEL does."""
+    api, ns = testbed.api_client, k8s_namespace
+    vf, reserved, pod, config, shadow = _bound_pod(testbed, ns, "cut", node, fake_node, ipam)
+    sandbox = netns()
+    meta = pod["metadata"]
+    env = {
+        **os.environ,
+        "CNI_COMMAND": "ADD",
+        "CNI_CONTAINERID": cnitool_container_id(os.path.abspath(sandbox)),
+        "CNI_NETNS": sandbox,
+        "CNI_IFNAME": "dra0",
+        "CNI_PATH": str(node.bin_dir),
+        "CNI_ARGS": pod_args(meta["namespace"], meta["name"], meta["uid"]),
+    }
+    conf = json.loads(config)
+    stdin = json.dumps({**conf, "cniVersion": "1.0.0"}).encode()
+    cut = subprocess.run(
+        [str(node.bin_dir / conf["ipam"]["type"])], input=stdin, env=env, capture_output=True
+    )
+    assert cut.returncode == 0, cut.stdout + cut.stderr
+    assert len(reserved()) == 1
+
+    client.CoreV1Api(api).delete_namespaced_pod("cut", ns, grace_period_seconds=0)
+    try:
+        rm = node.run("del", sandbox, pod)
+        assert rm.returncode == 0, rm.stdout + rm.stderr
+        assert reserved() == [], "the address reserved before sriov-cni's cache leaked"
+        assert_vf_home(vf)
     finally:
         _release(api, ns, shadow["name"])
 

@@ -124,7 +124,9 @@ def test_live_reads_run_the_sriov_delegate_despite_stale_informers(
     live = client.CoreV1Api(testbed.api_client).read_namespaced_pod("workload", ns)
     status = json.loads(annotations_of(live)[keys.NETWORK_STATUS_ANNOTATION])
     assert [s["name"] for s in status] == ["podnet", f"{ns}/{shadow['name']}"]
-    rm = run_shim(thick_bin, "DEL", conf, "stale1", pod_args(ns, "workload", uid))
+    # Without a netns: the real static IPAM the shim runs after the managed delegate's DEL refuses
+    # this test's netns (the plugin's own); a kubelet's DEL never names the plugin's netns.
+    rm = run_shim(thick_bin, "DEL", conf, "stale1", pod_args(ns, "workload", uid), netns="")
     assert rm.returncode == 0, rm.stdout
     _release(testbed, ns, shadow["name"])
 

@@ -20,7 +20,6 @@ from sriov_contract.binding import SourceRef
 from sriov_contract.identity import BindingIdentity
 from sriov_contract.keys import (
     BINDING_ANNOTATION,
-    MANAGED_BY_LABEL,
     NETWORKS_ANNOTATION,
     PROTECTION_FINALIZER,
     PROTOCOL_VERSION,
@@ -32,9 +31,8 @@ from sriov_dra.model import DRIVER_NAME
 from sriov_dra.prepare.crashpoints import CRASH_ENV, CRASH_EXIT, PREPARE_STEPS, UNPREPARE_STEPS
 from sriov_dra.state.cdi import CdiDir
 from testbed import faults
-from testbed.apiobjects import as_object, items_of
+from testbed.apiobjects import as_object
 from testbed.claims import allocated_claim, custom_objects
-from testbed.cni_objects import release_by_hand
 from testbed.deployment import DRIVER_NAMESPACE
 from testbed.managed_driver import (
     IDENTITY,
@@ -357,12 +355,6 @@ def test_orphan_scan_reports_a_protected_shadow_without_checkpoint_and_leaves_it
     made = as_object(
         custom_objects(testbed).create_namespaced_custom_object(*NAD, second_namespace, NADS, body)
     )
-    # Tests that play the driver by hand (testbed.cni_objects.bind_by_hand) label their shadows with
-    # this bed's node UID, and one whose namespace is still terminating leaves them behind: gone
-    # first, so the scan sees this test's shadows alone.
-    listed = custom_objects(testbed).list_cluster_custom_object(*NAD, NADS, label_selector=MANAGED_BY_LABEL)
-    for other in {n["metadata"]["namespace"] for n in items_of(listed)} - {ns, second_namespace}:
-        release_by_hand(testbed.api_client, other, delete=True)
     base = [CLI, "orphans", "--node", testbed.node_name, "--kubeconfig", str(testbed.kubeconfig)]
     base += ["--checkpoint", str(managed_agent.checkpoint)]
 

@@ -64,7 +64,9 @@ def test_the_shadows_frozen_configs_are_deleted_on_their_interfaces(shim, two_sh
     # The cluster network too, which ADD ran first: only a Pod of ours has shadows.
     assert shim.executor.commands() == [
         ("sriov", "DEL", "dra1"),
+        ("static", "DEL", "dra1"),
         ("sriov", "DEL", "dra0"),
+        ("static", "DEL", "dra0"),
         ("ptp", "DEL", "eth0"),
     ]
     by_if = {c.ifname: c for c in shim.executor.calls}
@@ -90,7 +92,11 @@ def test_a_replaced_pod_of_the_same_name_does_not_hide_the_old_ones_shadows(shim
     shim.kube.add_pod(NS, "pod1", "44444444-2222-3333-4444-555555555555")  # a StatefulSet's next Pod
     out = _run(shim, "DEL")
     assert out.status == 0, out.stdout
-    assert shim.executor.commands() == [("sriov", "DEL", "dra0"), ("ptp", "DEL", "eth0")]
+    assert shim.executor.commands() == [
+        ("sriov", "DEL", "dra0"),
+        ("static", "DEL", "dra0"),
+        ("ptp", "DEL", "eth0"),
+    ]
 
 
 def test_a_forged_shadow_is_never_run_and_named_in_the_log(shim):
@@ -108,7 +114,11 @@ def test_a_forged_shadow_is_never_run_and_named_in_the_log(shim):
     shim.kube.nads[(NS, forged["name"])] = forged["nad"]
     out = _run(shim, "DEL")
     assert out.status == 0, out.stdout
-    assert shim.executor.commands() == [("sriov", "DEL", "dra0"), ("ptp", "DEL", "eth0")]
+    assert shim.executor.commands() == [
+        ("sriov", "DEL", "dra0"),
+        ("static", "DEL", "dra0"),
+        ("ptp", "DEL", "eth0"),
+    ]
     assert any(
         level == "warning"
         and f"not deleting managed shadow {NS}/{forged['name']}: ManagedShadowPodMismatch" in msg
@@ -183,7 +193,11 @@ def test_the_device_gate_lets_the_bound_vf_through(shim, node):
     node.asked.clear()
     out = _run(shim, "DEL")
     assert out.status == 0, out.stdout
-    assert shim.executor.commands() == [("sriov", "DEL", "dra0"), ("ptp", "DEL", "eth0")]
+    assert shim.executor.commands() == [
+        ("sriov", "DEL", "dra0"),
+        ("static", "DEL", "dra0"),
+        ("ptp", "DEL", "eth0"),
+    ]
     assert node.asked == [("pci", "0000:03:00.1")]
 
 
@@ -210,5 +224,5 @@ def test_a_cluster_network_that_no_longer_resolves_leaves_the_shadows_to_tear_do
     (shim.conf_dir / "10-main.conf").unlink()
     out = shim.run("DEL", conf, args=ARGS)
     assert out.status == 0, out.stdout
-    assert shim.executor.commands() == [("sriov", "DEL", "dra0")]
+    assert shim.executor.commands() == [("sriov", "DEL", "dra0"), ("static", "DEL", "dra0")]
     assert any("ShadowTeardownIncomplete: cannot resolve the cluster network" in m for m in _errors(shim))

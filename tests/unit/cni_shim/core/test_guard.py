@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from cni_shim.errors import CniError
 from sriov_contract import keys
 from testbed.managed_shadows import POD_UID, managed_shadow, registry_annotation, rendered_sriov_config
 
@@ -179,7 +180,43 @@ def test_del_of_a_managed_attachment_works_while_the_shadow_is_terminating_or_go
     shim.executor.calls.clear()
     out = shim.run("DEL", shim.conf(), args=f"K8S_POD_NAMESPACE={NS};K8S_POD_NAME=pod1;K8S_POD_UID={POD_UID}")
     assert out.status == 0
-    assert shim.executor.commands() == [("sriov", "DEL", "dra0"), ("ptp", "DEL", "eth0")]
+    # the IPAM DEL of its own after the sriov DEL: sriov-cni frees nothing without its cache
+    assert shim.executor.commands() == [
+        ("sriov", "DEL", "dra0"),
+        ("static", "DEL", "dra0"),
+        ("ptp", "DEL", "eth0"),
+    ]
+
+
+def test_del_of_a_managed_attachment_releases_its_address_once_more_after_the_delegate(shim):
+    """sriov-cni frees the address only through its own cache, which a node that lost power
+    between its IPAM ADD and that cache never wrote: the shim's IPAM DEL after it, with the
+    stdin and environment the delegate got, frees it either way. An ordinary delegate gets none."""
+    cluster_ipam = {"type": "host-local", "subnet": "10.9.0.0/24"}
+    _setup(shim)
+    conf = shim.conf(
+        delegates=[{"cniVersion": "1.0.0", "name": "cluster", "type": "ptp", "ipam": cluster_ipam}]
+    )
+    args = f"K8S_POD_NAMESPACE={NS};K8S_POD_NAME=pod1;K8S_POD_UID={POD_UID}"
+    assert shim.run("ADD", conf, args=args).status == 0
+    shim.executor.calls.clear()
+    assert shim.run("DEL", conf, args=args).status == 0
+    assert shim.executor.commands() == [
+        ("sriov", "DEL", "dra0"),
+        ("static", "DEL", "dra0"),
+        ("ptp", "DEL", "eth0"),
+    ]
+    sriov, static, _ = shim.executor.calls
+    assert static.stdin == sriov.stdin and static.env == sriov.env
+
+
+def test_a_failed_address_release_fails_the_del_as_the_delegates_own_would(shim):
+    _setup(shim)
+    assert _run(shim).status == 0
+    shim.executor.failures[("static", "DEL")] = CniError("DelegateFailed", "pool locked", 11)
+    out = shim.run("DEL", shim.conf(), args=f"K8S_POD_NAMESPACE={NS};K8S_POD_NAME=pod1;K8S_POD_UID={POD_UID}")
+    assert out.status != 0
+    assert "pool locked" in out.json["msg"]
 
 
 def test_ordinary_nads_are_untouched_by_the_guard(shim):
