@@ -49,20 +49,24 @@ def cgroup_hierarchies() -> list[Path]:
     return sorted(p for p in CGROUP_V1_ROOT.iterdir() if p.is_dir() and not p.is_symlink())
 
 
+def _cgroup_dirs(root: Path) -> list[Path]:
+    """`root` and every cgroup under it. A walk that tolerates directories vanishing under it: runc
+    removes a container's cgroup while a node's processes die, and a rglob then fails."""
+    return [Path(top) for top, _, _ in os.walk(root)]
+
+
 def remove_cgroup_tree(root: Path) -> list[str]:
     """rmdir bottom-up (cgroup dirs cannot be removed recursively); returns what could not go."""
     if not root.is_dir():
         return []
     left = []
-    for path in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+    for path in sorted(_cgroup_dirs(root), key=lambda p: -len(p.parts)):
         try:
             path.rmdir()
+        except FileNotFoundError:
+            pass  # gone meanwhile: what was wanted
         except OSError:
             left.append(str(path))
-    try:
-        root.rmdir()
-    except OSError:
-        left.append(str(root))
     return left
 
 
@@ -74,9 +78,9 @@ def cgroup_pids(cgroup_root: str) -> list[int]:
         root = hierarchy / cgroup_root.lstrip("/")
         if not root.is_dir():
             continue
-        for procs in root.rglob("cgroup.procs"):
+        for directory in _cgroup_dirs(root):
             with contextlib.suppress(OSError, ValueError):
-                pids.update(int(line) for line in procs.read_text().split())
+                pids.update(int(line) for line in (directory / "cgroup.procs").read_text().split())
     return sorted(pids)
 
 

@@ -48,3 +48,17 @@ def test_empty_dir_removes_every_entry_and_keeps_the_directory(tmp_path: Path) -
     assert host_state.empty_dir(tmp_path) == 3
     assert tmp_path.is_dir() and not any(tmp_path.iterdir())
     assert host_state.empty_dir(tmp_path / "missing") == 0
+
+
+def test_remove_cgroup_tree_goes_bottom_up_and_names_only_what_stayed(tmp_path: Path) -> None:
+    root = tmp_path / "auto-sriov-node"
+    (root / "kubepods" / "besteffort" / "pod1").mkdir(parents=True)
+    (root / "kubepods" / "burstable").mkdir()
+    busy = root / "system"
+    busy.mkdir()
+    (busy / "cgroup.procs").write_text("1\n")  # stands for a cgroup that still holds a process
+    assert host_state.remove_cgroup_tree(root) == [str(busy), str(root)]
+    assert sorted(p.name for p in root.iterdir()) == ["system"]
+    (busy / "cgroup.procs").unlink()
+    assert host_state.remove_cgroup_tree(root) == []
+    assert not root.exists()
