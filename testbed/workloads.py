@@ -218,6 +218,15 @@ def extended_resource_workload(node: FakeNode, ipam: Mapping[str, Any]) -> Workl
     )
 
 
+def one_line_pod(resource: str, count: int, name: str) -> dict[str, Any]:
+    """The example's one-line Pod asking for `count` of another extended resource."""
+    pod = copy.deepcopy(find(load_examples("extended-resource-vfs.yaml"), "Pod"))
+    pod["metadata"]["name"] = name
+    (container,) = pod["spec"]["containers"]
+    container["resources"] = {"limits": {resource: str(count)}}
+    return pod
+
+
 def second_pod(pairs: Workload) -> tuple[dict[str, Any], dict[str, Any]]:
     """Another Pod on the same node with one VF on each rail (both GPUs are taken by the first)."""
     template = {
