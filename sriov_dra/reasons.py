@@ -268,8 +268,11 @@ MEANINGS: Final[dict[str, tuple[str, str]]] = {
         "Report it: kubelet sent an incomplete claim.",
     ),
     UNSUPPORTED_MANAGED_CLAIM_KIND: (
-        "The claim was created for an extended-resource request.",
-        "Use an explicit ResourceClaim or ResourceClaimTemplate in pod.spec.resourceClaims.",
+        "An extended-resource claim is reached in a way the scheduler never makes: named in "
+        "pod.spec.resourceClaims, named there and in status.extendedResourceClaimStatus, or named in "
+        "the status without the scheduler's annotation.",
+        "Ask for the extended resource in resources.limits only, or use an ordinary ResourceClaim "
+        "or ResourceClaimTemplate.",
     ),
     UNSUPPORTED_RESERVATION: ("The claim is reserved for a non-Pod consumer.", _RECREATE_POD),
     CLAIM_NOT_RESERVED: ("The claim is reserved for no consumer.", _RETRY),

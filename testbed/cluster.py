@@ -155,15 +155,15 @@ class Cluster:
         return self.get_object(*NAD_API, name, namespace=namespace)
 
     def claim_of(self, pod: Mapping[str, Any]) -> dict[str, Any]:
-        (status,) = [
-            s for s in pod["status"].get("resourceClaimStatuses") or [] if s.get("resourceClaimName")
-        ]
-        return self.get_object(
-            *RESOURCE_API,
-            "resourceclaims",
-            status["resourceClaimName"],
-            namespace=pod["metadata"]["namespace"],
-        )
+        """The Pod's one claim: from its template, or the scheduler's for its extended resources."""
+        status = pod["status"]
+        extended = (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+        (name,) = [
+            s["resourceClaimName"]
+            for s in status.get("resourceClaimStatuses") or []
+            if s.get("resourceClaimName")
+        ] + ([extended] if extended else [])
+        return self.get_object(*RESOURCE_API, "resourceclaims", name, namespace=pod["metadata"]["namespace"])
 
     def whereabouts_allocations(self, network_names: Sequence[str]) -> list[str]:
         """IPs whereabouts still holds on these networks (IPPools and overlapping reservations)."""

@@ -52,6 +52,18 @@ KCM_CONTROLLERS = (
 )
 
 
+# Gates the bed relies on, named although v1.36 has them on by default (beta), so a build that
+# lacks one fails at start-up with "unrecognized feature gate" instead of running a quieter cluster:
+# DRAExtendedResource (KEP-5004) lets a Pod ask for VFs in resources.limits against a DeviceClass's
+# extendedResourceName; the API server keeps the fields, the scheduler makes the claim, the
+# controller-manager's resourceclaim controller and the kubelet handle it.
+FEATURE_GATES = {"DRAExtendedResource": True}
+
+
+def feature_gates_flag() -> str:
+    return "--feature-gates=" + ",".join(f"{k}={str(v).lower()}" for k, v in sorted(FEATURE_GATES.items()))
+
+
 class BedStartError(ReasonedError):
     """The control plane did not come up; the message names the component and its log."""
 
@@ -122,6 +134,7 @@ def apiserver_args(binary: Path, state: runstate.BedState, etcd_port: int, port:
         # Tests count events from byte offsets: the log must never rotate under them.
         "--audit-log-maxsize=100000",
         "--profiling=false",
+        feature_gates_flag(),
     ]
 
 
@@ -136,6 +149,7 @@ def component_args(binary: Path, state: runstate.BedState, identity: str, port: 
         "--bind-address=127.0.0.1",
         f"--secure-port={port}",
         f"--cert-dir={state.run_dir / (identity + '-certs')}",
+        feature_gates_flag(),
     ]
 
 

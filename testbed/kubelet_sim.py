@@ -143,7 +143,8 @@ def _pod_key(sandbox: Sandbox) -> str:
 
 
 def pod_claim_names(pod: Mapping[str, Any]) -> list[str]:
-    """The ResourceClaim names a Pod uses: direct names, and template claims through status.
+    """The ResourceClaim names a Pod uses: direct names, template claims through status, and the
+    claim for its extended resources.
 
     An entry whose generated name is still unknown makes the Pod not ready to start (kubelet waits).
     """
@@ -164,6 +165,11 @@ def pod_claim_names(pod: Mapping[str, Any]) -> list[str]:
             )
         elif statuses[entry["name"]]:
             names.append(str(statuses[entry["name"]]))
+    # As the real kubelet does (DRAExtendedResource): the scheduler's claim for the Pod's
+    # extended resources, named only in its status.
+    extended = ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+    if extended:
+        names.append(str(extended))
     return list(dict.fromkeys(names))
 
 

@@ -60,7 +60,10 @@ def observe(stack: Stack, pod: Mapping[str, Any]) -> Observed:
     links = ns_links(stack.kubelet.netns_path(live["metadata"]["uid"]))
     published = stack.driver.published()
     rows = []
-    for result in sorted((r for r in results if r["driver"] == DRIVER), key=lambda r: r["request"]):
+    ours = sorted((r for r in results if r["driver"] == DRIVER), key=lambda r: r["request"])
+    # An extended-resource request allocates all its devices under one request name.
+    shared = {r["request"] for r in ours if [o["request"] for o in ours].count(r["request"]) > 1}
+    for result in ours:
         attrs = published.get(result["device"], {})
         pci = str(attrs.get(ATTR_PCI_BUS_ID, {}).get("string", "?"))
         partner = by_request.get(_partner(constraints, result["request"]))
@@ -71,7 +74,9 @@ def observe(stack: Stack, pod: Mapping[str, Any]) -> Observed:
         rail = next((vf.rail for vf in stack.fake_node.vfs if vf.pci == pci), "?")
         rows.append(
             Row(
-                request=result["request"],
+                request=f"{result['request']}/{result['device']}"
+                if result["request"] in shared
+                else result["request"],
                 gpu=str(partner["device"]) if partner else "-",
                 vf_pci=pci,
                 pcie_root=str(attrs.get(ATTR_PCIE_ROOT, {}).get("string", "?")),

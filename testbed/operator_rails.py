@@ -51,7 +51,7 @@ from testbed.results import FAIL, Check, Result
 from testbed.scenario import source_snapshot, spec_checks, start_pod, stop_pod
 from testbed.stack import Stack
 from testbed.waiting import WaitTimeout, wait_for
-from testbed.workloads import WORKLOAD_NS, Workload, find, load_examples, pf_renames
+from testbed.workloads import WORKLOAD_NS, Workload, find, load_examples, one_line_pod, pf_renames
 
 EXAMPLE = "operator-two-rails.yaml"
 WITHDRAWN_POLICY = "rail-b-policy"
@@ -454,6 +454,67 @@ def _run(stack: Stack, operator: Operator, result: Result) -> None:
             result.after_teardown += list(withdraw_policy(stack, WITHDRAWN_POLICY))
     finally:
         stack.gpus.withdraw()
+        stack.label_nodes(False)
+
+
+# The operator's DeviceClass for the example's resourceName sriov_vfs (default prefix openshift.io).
+ONE_LINE_RESOURCE = "openshift.io/sriov_vfs"
+
+
+def run_operator_one_line(stack: Stack) -> Result:
+    """The one-line request on the operator path: a Pod whose only request is
+    `openshift.io/sriov_vfs: 2` against the DeviceClass the operator generates for that
+    resourceName; each VF gets its rail's operator-rendered network."""
+    result = Result(
+        "operator-one-line",
+        "thick" if stack.thick else "thin",
+        stack.kubelet_kind,
+        install=stack.install,
+        timings={},
+    )
+    with (InstalledOperator if stack.install == DAEMONSETS else Operator)(stack) as operator:
+        try:
+            _run_one_line(stack, result)
+        except ReasonedError as exc:
+            result.checks.append(Check("the one-line scenario runs", FAIL, f"{exc.reason}: {exc.message}"))
+        if not result.ok:
+            stack.say(f"--- sriov-operator ---\n{operator.output()}")
+    return result
+
+
+def _run_one_line(stack: Stack, result: Result) -> None:
+    stack.cluster.apply(operator_docs(stack))
+    stack.label_nodes(True)
+    try:
+        result.checks.append(wait_ready(stack))
+        wait_for(
+            lambda: any(
+                (c.get("spec") or {}).get("extendedResourceName") == ONE_LINE_RESOURCE
+                for c in stack.cluster.list_objects(*DEVICE_CLASS_API)
+            ),
+            30,
+            what=f"the operator's DeviceClass for {ONE_LINE_RESOURCE}",
+        )
+        workload = Workload(
+            "operator-one-line",
+            admin=tuple(stack.cluster.nad(WORKLOAD_NS, n) for n in NETWORKS),
+            workload=(),
+            pod=one_line_pod(ONE_LINE_RESOURCE, 2, "operator-one-line"),
+            advertised=frozenset(vf.pci for vf in stack.fake_node.vfs),
+        )
+        stack.driver.wait_advertised(workload.advertised)
+        stack.say(
+            f"Creating Pod {WORKLOAD_NS}/operator-one-line with resources.limits {ONE_LINE_RESOURCE}: 2..."
+        )
+        run = start_pod(stack, workload, workload.pod, source_snapshot(stack, workload))
+        try:
+            obs = run.observe()
+            result.rows = obs.rows
+            result.checks += spec_checks(stack, run, obs, gpus=0, vfs=2)
+        finally:
+            refs = stop_pod(stack, workload.pod)
+        result.after_teardown = teardown_checks(stack, workload, refs)
+    finally:
         stack.label_nodes(False)
 
 

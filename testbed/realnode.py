@@ -32,6 +32,7 @@ from kubernetes.client.exceptions import ApiException
 
 from sriov_contract.errors import ReasonedError
 from testbed import host_state, images, processes, realnode_config
+from testbed.controlplane import FEATURE_GATES
 from testbed.nodeaddress import NodeAddress
 from testbed.nodemounts import NodeMounts
 from testbed.processes import ProcessRecord, free_port, launch, log_tail
@@ -306,6 +307,7 @@ class RealNode:
                 cgroup_root=self.cgroup_root,
                 port=self.ports["kubelet"],
                 healthz_port=self.ports["healthz"],
+                feature_gates=FEATURE_GATES,
             )
         )
         ip = self.address.ip if self.address is not None else host_ip()

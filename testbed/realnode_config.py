@@ -3,6 +3,8 @@ per setting that this host, or the bed, needs. Text only: nothing is started her
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from pathlib import Path
 
 
@@ -14,8 +16,10 @@ def kubelet_config(
     cgroup_root: str,
     port: int,
     healthz_port: int,
+    feature_gates: Mapping[str, bool] | None = None,
 ) -> str:
     """The KubeletConfiguration, one comment per setting that this host (or the bed) needs."""
+    gates = json.dumps(dict(sorted((feature_gates or {}).items())))  # JSON is YAML
     return f"""\
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -60,6 +64,9 @@ evictionHard:
 # No static Pods and no cluster DNS on the bed.
 staticPodPath: ""
 clusterDNS: []
+# The control plane's gates (testbed.controlplane.FEATURE_GATES), e.g. the kubelet preparing a
+# Pod's extended-resource claim.
+featureGates: {gates}
 """
 
 

@@ -1,7 +1,8 @@
 """The scenarios that compose a stack's components, as ``make demo`` and tests/e2e run them: apply
 a workload, start its Pod, observe and check it (spec 14.4), delete it as a user would, check the
-teardown, remove the workload. ``run_pairs`` is spec 14.2's; ``running_pairs`` and ``applied``
-hand the lifecycle tests a running Pod or the applied objects.
+teardown, remove the workload. ``run_pairs`` is spec 14.2's, ``run_extended_resource`` the one-line
+request's; ``running_pairs``, ``running`` and ``applied`` hand the lifecycle tests a running Pod or
+the applied objects.
 
     with Stack(bed, thick=...) as stack:
         result = run_pairs(stack)
@@ -38,7 +39,7 @@ from testbed.cluster import CLEANUP_TIMEOUT
 from testbed.observation import Observed, observe
 from testbed.results import FAIL, PASS, Check, Result, render_checks
 from testbed.waiting import wait_for
-from testbed.workloads import Workload, one_network_workload, pairs_workload
+from testbed.workloads import Workload, extended_resource_workload, one_network_workload, pairs_workload
 
 if TYPE_CHECKING:
     from testbed.stack import Stack
@@ -180,6 +181,13 @@ def run_one_network(stack: Stack) -> Result:
     )
 
 
+def run_extended_resource(stack: Stack) -> Result:
+    """One-line requests: two VFs asked for in resources.limits, each on its rail's network."""
+    return run_workload(
+        stack, extended_resource_workload(stack.fake_node, stack.cni.whereabouts_ipam()), gpus=0, vfs=2
+    )
+
+
 @contextlib.contextmanager
 def applied(stack: Stack, workload: Workload) -> Iterator[dict[str, tuple[str, str, str]]]:
     """The workload's objects for the duration of a block (tests start several Pods under it)."""
@@ -194,14 +202,20 @@ def applied(stack: Stack, workload: Workload) -> Iterator[dict[str, tuple[str, s
 def running_pairs(stack: Stack) -> Iterator[Running]:
     """The pairs workload's Pod running for the duration of a block; after it the Pod is deleted as
     a user would, and anything the teardown checks find left behind fails the block."""
-    pairs = pairs_workload(stack.fake_node, stack.cni.whereabouts_ipam())
-    with applied(stack, pairs) as sources:
-        run = start_pod(stack, pairs, pairs.pod, sources)
+    with running(stack, pairs_workload(stack.fake_node, stack.cni.whereabouts_ipam())) as run:
+        yield run
+
+
+@contextlib.contextmanager
+def running(stack: Stack, workload: Workload) -> Iterator[Running]:
+    """`workload`'s Pod running for the duration of a block, deleted and checked after it."""
+    with applied(stack, workload) as sources:
+        run = start_pod(stack, workload, workload.pod, sources)
         try:
             yield run
         finally:
-            refs = stop_pod(stack, pairs.pod)
-        after_teardown = teardown_checks(stack, pairs, refs)
+            refs = stop_pod(stack, workload.pod)
+        after_teardown = teardown_checks(stack, workload, refs)
         if any(c.status != PASS for c in after_teardown):
             raise ReasonedError("TeardownIncomplete", render_checks(after_teardown))
 

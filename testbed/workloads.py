@@ -1,6 +1,7 @@
 """The workloads the scenarios run, from docs/examples with only the spec's allowed edits (real PF
 names, and where whereabouts finds its datastore): spec 14.2's GPU/NIC pairs, 14.1's one-network
-DeviceClass, a second Pod on the same rails, and one-VF-per-rail Pods for a two-node stack."""
+DeviceClass, the one-line extended-resource request, a second Pod on the same rails, and
+one-VF-per-rail Pods for a two-node stack."""
 
 from __future__ import annotations
 
@@ -197,6 +198,33 @@ def one_network_workload(node: FakeNode, ipam: Mapping[str, Any]) -> Workload:
         pod=pod,
         advertised=frozenset(vf.pci for vf in node.vfs if vf.pf in pfs),
     )
+
+
+def extended_resource_workload(node: FakeNode, ipam: Mapping[str, Any]) -> Workload:
+    """One-line requests (docs/examples/extended-resource-vfs.yaml): spec 14.2's rails, and a
+    DeviceClass with an extendedResourceName that the Pod asks two VFs of in resources.limits."""
+    pairs = substitute(load_examples("multus-auto-gpu-nic-pairs.yaml"), pf_renames(node), ipam)
+    extended = load_examples("extended-resource-vfs.yaml")
+    return Workload(
+        "extended-resource",
+        # The administrator publishes the extended resource; the user writes one line.
+        admin=(
+            *(d for d in pairs if d["kind"] not in ("DeviceClass", "ResourceClaimTemplate", "Pod")),
+            find(extended, "DeviceClass"),
+        ),
+        workload=(),
+        pod=find(extended, "Pod"),
+        advertised=frozenset(vf.pci for vf in node.vfs),
+    )
+
+
+def one_line_pod(resource: str, count: int, name: str) -> dict[str, Any]:
+    """The example's one-line Pod asking for `count` of another extended resource."""
+    pod = copy.deepcopy(find(load_examples("extended-resource-vfs.yaml"), "Pod"))
+    pod["metadata"]["name"] = name
+    (container,) = pod["spec"]["containers"]
+    container["resources"] = {"limits": {resource: str(count)}}
+    return pod
 
 
 def second_pod(pairs: Workload) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -181,6 +181,7 @@ def manual_conflicts(
 def _fetch_pod_view(
     api: client.ApiClient, namespace: str, name: str
 ) -> tuple[dict[str, Any], dict[str, Any]]:
+    from sriov_dra.core.extendedclaim import extended_claim_name  # noqa: PLC0415
     from sriov_dra.kube.resources import KubeClaims, KubeNads, KubePods, KubeSlices  # noqa: PLC0415
     from sriov_dra.prepare.consumer import pod_claim_names  # noqa: PLC0415
 
@@ -192,7 +193,8 @@ def _fetch_pod_view(
     nads = KubeNads(api)
     shadows = {(e.namespace, e.name): nads.get_nad(e.namespace, e.name) for e in entries}
     claims: dict[str, Mapping[str, Any]] = {}
-    for _alias, claim_name, _owner in pod_claim_names(pod):
+    extended = extended_claim_name(pod)
+    for claim_name in [n for _alias, n, _owner in pod_claim_names(pod)] + ([extended] if extended else []):
         claim = KubeClaims(api).get_claim(namespace, claim_name)
         claims[str(claim["metadata"]["uid"])] = claim
     node = str((pod.get("spec") or {}).get("nodeName") or "")

@@ -11,7 +11,8 @@ claim's locks before it writes; a healthy verdict never writes anything, so a li
 stale meanwhile costs at most one pass of delay, never a wrong write.
 
 The Pod's spec.resourceClaims is immutable and was verified against the claim when it was
-prepared, so the same Pod UID is proof enough of that reference.
+prepared, so the same Pod UID is proof enough of that reference; an extended-resource claim is
+controller-owned by that Pod UID, which is proof enough of its reference too.
 """
 
 from __future__ import annotations

@@ -3,24 +3,26 @@ Pod a managed claim is prepared for, verified live.
 
 The kubelet RPC names a claim, not a Pod, and reservedFor is a consumer list. So the consumer is
 taken from the reservation, fetched live, checked against this node, and must itself reference the
-exact claim through pod.spec.resourceClaims (resourceclaim.Name semantics). Everything outside the
-first supported envelope (spec 4.1: one ordinary Pod consumer, exclusive VFs, no hostNetwork) is
-refused here, before any VF is touched, each with its own reason.
+exact claim: through pod.spec.resourceClaims (resourceclaim.Name semantics), or, for the claim the
+scheduler made for the Pod's extended resources, through status.extendedResourceClaimStatus
+(sriov_dra.core.extendedclaim decides). Everything outside the first supported envelope (spec 4.1:
+one ordinary Pod consumer, exclusive VFs, no hostNetwork) is refused here, before any VF is
+touched, each with its own reason.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from sriov_contract.errors import ReasonedError
 from sriov_dra import reasons
+from sriov_dra.core import extendedclaim
+from sriov_dra.core.extendedclaim import EXTENDED_ALIAS, Refusal, is_for_pod
 from sriov_dra.core.interfaceplan import canonical_aliases
 from sriov_dra.model import DRIVER_NAME
 from sriov_dra.ports import ClaimReader, PodReader
-
-EXTENDED_RESOURCE_ANNOTATION: Final = "resource.kubernetes.io/extended-resource-claim"
 
 
 class ConsumerError(ReasonedError):
@@ -58,18 +60,17 @@ def _refuse(reason: str, claim: Mapping[str, Any], why: str) -> ConsumerError:
     return ConsumerError(reason, f"{_where(claim)}: {why}", claim=_where(claim))
 
 
+def _refuse_if(claim: Mapping[str, Any], refusal: Refusal | None) -> None:
+    if refusal is not None:
+        reason, why = refusal
+        raise _refuse(reason, claim, why)
+
+
 def check_claim_envelope(claim: Mapping[str, Any]) -> tuple[str, str]:
     """Pure spec 4.1 envelope checks on the claim alone; returns the reserved Pod's (name, UID)."""
     meta = claim.get("metadata") or {}
     if not all(meta.get(k) for k in ("namespace", "name", "uid")):
         raise _refuse(reasons.INVALID_CLAIM, claim, "namespace, name and UID are required")
-    if (meta.get("annotations") or {}).get(EXTENDED_RESOURCE_ANNOTATION) == "true":
-        raise _refuse(
-            reasons.UNSUPPORTED_MANAGED_CLAIM_KIND,
-            claim,
-            "it was created for an extended-resource request (resources.limits); managed networking "
-            "needs an explicit ResourceClaim or ResourceClaimTemplate in pod.spec.resourceClaims",
-        )
     status = claim.get("status") or {}
     allocation = status.get("allocation")
     if not allocation:
@@ -129,13 +130,6 @@ def check_pod(pod: Mapping[str, Any], claim: Mapping[str, Any], uid: str, node_n
             claim,
             f"Pod {meta.get('name')} is bound to node {spec.get('nodeName')!r}, not {node_name}",
         )
-    extended = ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
-    if extended and extended == (claim.get("metadata") or {}).get("name"):
-        raise _refuse(
-            reasons.UNSUPPORTED_MANAGED_CLAIM_KIND,
-            claim,
-            "the Pod uses it through an extended resource; use pod.spec.resourceClaims instead",
-        )
 
 
 def check_new_consumer(pod: Mapping[str, Any], claim: Mapping[str, Any]) -> None:
@@ -186,14 +180,6 @@ def pod_claim_names(pod: Mapping[str, Any]) -> list[tuple[str, str, bool]]:
     return out
 
 
-def is_for_pod(pod: Mapping[str, Any], claim: Mapping[str, Any]) -> bool:
-    """resourceclaim.IsForPod(pod, claim, false): same namespace and the Pod is the controller owner."""
-    pmeta, cmeta = pod.get("metadata") or {}, claim.get("metadata") or {}
-    return pmeta.get("namespace") == cmeta.get("namespace") and any(
-        r.get("controller") and r.get("uid") == pmeta.get("uid") for r in cmeta.get("ownerReferences") or []
-    )
-
-
 class ConsumerResolver:
     """ResolvePodForClaim over live reads."""
 
@@ -236,21 +222,37 @@ class ConsumerResolver:
         return self.claims_of(pod, claim)
 
     def claims_of(self, pod: Mapping[str, Any], claim: Mapping[str, Any]) -> Consumer:
-        """Every claim the Pod references, which must include `claim` itself."""
+        """Every claim the Pod references, which must include `claim` itself: its spec.resourceClaims
+        and the claim the scheduler made for its extended resources."""
         namespace = str(claim["metadata"]["namespace"])
         by_uid: dict[str, Mapping[str, Any]] = {}
         pairs: list[tuple[str, str]] = []
-        for alias, name, check_owner in pod_claim_names(pod):
-            found = claim if name == claim["metadata"]["name"] else self._claims.get_claim(namespace, name)
+
+        def add(alias: str, found: Mapping[str, Any]) -> None:
+            uid = str(found["metadata"]["uid"])
+            by_uid[uid] = found
+            pairs.append((alias, uid))
+
+        def fetch(name: str) -> Mapping[str, Any]:
+            return claim if name == claim["metadata"]["name"] else self._claims.get_claim(namespace, name)
+
+        spec_claims = pod_claim_names(pod)
+        _refuse_if(claim, extendedclaim.reached_both_ways(pod, [name for _a, name, _o in spec_claims]))
+        for alias, name, check_owner in spec_claims:
+            found = fetch(name)
             if check_owner and not is_for_pod(pod, found):
                 raise _refuse(
                     reasons.CLAIM_NOT_OWNED_BY_POD,
                     found,
                     f"Pod {pod['metadata']['name']} names it for template claim {alias!r} but does not own it",
                 )
-            uid = str(found["metadata"]["uid"])
-            by_uid[uid] = found
-            pairs.append((alias, uid))
+            _refuse_if(found, extendedclaim.check_spec_claim(found))
+            add(alias, found)
+        extended = extendedclaim.extended_claim_name(pod)
+        if extended:
+            found = fetch(extended)
+            _refuse_if(found, extendedclaim.check_extended_claim(pod, found))
+            add(EXTENDED_ALIAS, found)
         if claim["metadata"]["uid"] not in by_uid:
             raise _refuse(
                 reasons.UNREFERENCED_CLAIM,

@@ -130,7 +130,13 @@ def daemonset_under_cluster_policy(cluster: DeployCluster, obj: dict[str, Any]) 
 
 
 @pytest.mark.parametrize(
-    "example", ["one-network-deviceclass.yaml", "multus-auto-gpu-nic-pairs.yaml", "operator-two-rails.yaml"]
+    "example",
+    [
+        "one-network-deviceclass.yaml",
+        "multus-auto-gpu-nic-pairs.yaml",
+        "operator-two-rails.yaml",
+        "extended-resource-vfs.yaml",
+    ],
 )
 def test_every_spec_example_passes_server_side_dry_run(deploy_cluster, example) -> None:
     objects = load_documents(EXAMPLES_DIR / example)

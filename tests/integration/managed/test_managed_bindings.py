@@ -302,7 +302,22 @@ def test_out_of_envelope_claims_are_refused_before_any_vf_is_touched(
     admin = allocated_claim(testbed, ns, cls, "admin", admin_access=True)
     assert managed_agent.prepare(admin).error.startswith("AdminAccessUnsupported:")
 
-    # an extended-resource request: the scheduler makes the claim, the Pod never names it
+    assert shadows(testbed, ns) == [] and managed_agent.records() == {}
+    assert {
+        vf.pci: managed_agent.fake_node.driver_of(vf.pci) for vf in managed_agent.fake_node.vfs
+    } == drivers
+    assert list(managed_agent.dirs.cdi.iterdir()) == []
+
+
+def test_an_extended_resource_pod_gets_a_managed_vf_through_the_schedulers_claim(
+    managed_agent, testbed, k8s_namespace, policies, classes
+) -> None:
+    """DRAExtendedResource: the Pod asks in resources.limits only; the scheduler makes the claim and
+    names it in the Pod's status.extendedResourceClaimStatus, which is how the driver reaches it."""
+    ns = k8s_namespace
+    put_nad(testbed, ns, "rail-a-net", sriov_config("ai-rail-a", "192.0.2.0/24"))
+    start_agent(managed_agent, policies)
+    core = client.CoreV1Api(testbed.api_client)
     limits = {classes.extended_resource: "1"}
     core.create_namespaced_pod(
         ns,
@@ -325,10 +340,17 @@ def test_out_of_envelope_claims_are_refused_before_any_vf_is_touched(
         what="the scheduler's extended-resource claim",
     )
     claim = wait_reserved(testbed, ns, extended, "extended")
-    assert managed_agent.prepare(claim).error.startswith("UnsupportedManagedClaimKind:")
+    out = managed_agent.prepare(claim)
+    assert out.error == "", out.error
+    (shadow,) = shadows(testbed, ns)
+    pod = get_pod(testbed, ns, "extended")
+    binding = binding_of(shadow)
+    assert (binding.pod_uid, binding.claim_uid) == (pod["metadata"]["uid"], claim["metadata"]["uid"])
+    assert (binding.source.name, binding.interface) == ("rail-a-net", "dra0")
+    nets, _registry = pod_networks(testbed, ns, "extended")
+    assert nets == [{"name": shadow["metadata"]["name"], "namespace": ns, "interface": "dra0"}]
 
+    assert managed_agent.unprepare(claim) == ""
     assert shadows(testbed, ns) == [] and managed_agent.records() == {}
-    assert {
-        vf.pci: managed_agent.fake_node.driver_of(vf.pci) for vf in managed_agent.fake_node.vfs
-    } == drivers
-    assert list(managed_agent.dirs.cdi.iterdir()) == []
+    assert pod_networks(testbed, ns, "extended") == ([], None)
+    discard(testbed, ns, pod="extended")

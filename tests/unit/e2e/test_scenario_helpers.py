@@ -47,6 +47,12 @@ def test_claim_names_resolve_direct_and_template_claims_and_skip_absent_ones() -
     assert pod_claim_names(pod) == ["shared", "p-b-x1"]
 
 
+def test_the_extended_resource_claim_is_named_by_the_pods_status_alone() -> None:
+    pod = _pod([{"name": "a", "resourceClaimName": "shared"}])
+    pod["status"]["extendedResourceClaimStatus"] = {"resourceClaimName": "p-extended-resources-x1"}
+    assert pod_claim_names(pod) == ["shared", "p-extended-resources-x1"]
+
+
 def test_a_template_claim_not_yet_generated_makes_kubelet_wait() -> None:
     pod = _pod([{"name": "b", "resourceClaimTemplateName": "t"}])
     with pytest.raises(KubeletError) as err:

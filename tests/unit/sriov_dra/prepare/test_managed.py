@@ -395,6 +395,52 @@ def test_template_claims_resolve_through_pod_status(env: Env) -> None:
     assert env.unprepare(ref) == ""
 
 
+def test_an_extended_resource_claim_resolves_through_the_pods_status_and_its_ownership(env: Env) -> None:
+    """DRAExtendedResource: `resources.limits` only; the scheduler's claim is reached through
+    status.extendedResourceClaimStatus, must be annotated and owned by the Pod, and numbers after
+    the Pod's explicit claims."""
+    pod = env.pod(claims=[{"name": "vfs", "resourceClaimName": "explicit"}])
+    explicit = env.claim("explicit", pod, [VF1], [vf_config(netAttachDefName="rail-a")])
+    ref = env.claim(
+        "pod-extended-resources-x1",
+        pod,
+        [VF2],
+        [vf_config(netAttachDefName="rail-a")],
+        request="container-0-request-0",
+    )
+    live = env.api.objects[("pods", NS, "pod")]
+    live["status"]["extendedResourceClaimStatus"] = {
+        "resourceClaimName": "pod-extended-resources-x1",
+        "requestMappings": [
+            {
+                "containerName": "c",
+                "resourceName": "openshift.io/sriov_vfs",
+                "requestName": "container-0-request-0",
+            }
+        ],
+    }
+    claim = env.api.objects[("claims", NS, "pod-extended-resources-x1")]
+    assert env.prepare(ref).error.startswith("UnsupportedManagedClaimKind:")  # not the scheduler's
+    claim["metadata"]["annotations"] = {"resource.kubernetes.io/extended-resource-claim": "true"}
+    assert env.prepare(ref).error.startswith("ClaimNotOwnedByPod:")
+    claim["metadata"]["ownerReferences"] = [
+        {"kind": "Pod", "name": "pod", "uid": pod["metadata"]["uid"], "controller": True}
+    ]
+    assert env.hardware_calls() == [] and env.shadows() == []
+    assert env.prepare(ref).error == "" and env.prepare(explicit).error == ""
+    by_claim = {
+        parse_binding(s["metadata"]["annotations"][BINDING_ANNOTATION]).claim_uid: s for s in env.shadows()
+    }
+    interfaces = {
+        uid: parse_binding(s["metadata"]["annotations"][BINDING_ANNOTATION]).interface
+        for uid, s in by_claim.items()
+    }
+    assert interfaces == {explicit.uid: "dra0", ref.uid: "dra1"}
+    assert sorted(n["interface"] for n in env.networks(pod)) == ["dra0", "dra1"]
+    assert env.unprepare(ref) == "" and env.unprepare(explicit) == ""
+    assert env.shadows() == [] and env.networks(pod) == [] and env.checkpoint.snapshot_all() == []
+
+
 def test_every_pod_write_rechecks_pod_and_reservation(env: Env) -> None:
     pod, ref = env.pod_with_claim([VF1], [vf_config(netAttachDefName="rail-a")])
     fetch = env.service._fetch_claim
