@@ -176,6 +176,8 @@ def start_repair(
 
 
 EVENT_DRAIN_SECONDS = 2.0
+# How long the driver waits for kubelet to register it before it serves its registration socket anew.
+REANNOUNCE_AFTER_S = 30.0
 
 
 def api_client(kubeconfig: str | None) -> client.ApiClient:
@@ -322,7 +324,7 @@ def run(cfg: Config, stop: threading.Event) -> None:
         log.info("gRPC health check on %s port %d", cfg.healthcheck_host or "every address", health.port)
     start_threads(stop, controller, source.watch_sources(slices), watch_forever)
     threading.Thread(target=monitor.run, args=(stop,), name="device-health", daemon=True).start()
-    threading.Thread(target=_report_registration, args=(plugin, cfg.registrar_dir), daemon=True).start()
+    threading.Thread(target=report_registration, args=(plugin, cfg.registrar_dir, stop), daemon=True).start()
     try:
         stop.wait()
     finally:
@@ -361,11 +363,20 @@ def tell_health(
         events.emit(node, WARNING, verdict.reason, verdict.message)
 
 
-def _report_registration(plugin: KubeletPlugin, registry_dir: Path) -> None:
-    # Upstream aborts after 30 s without kubelet; we keep serving (kubelet may start later) but say so.
-    if plugin.registration.wait_registered(30.0):
-        log.info("kubelet registered the plugin")
-    else:
+def report_registration(
+    plugin: KubeletPlugin, registry_dir: Path, stop: threading.Event, after: float = REANNOUNCE_AFTER_S
+) -> None:
+    """Until kubelet registers the plugin, say so and serve the registration socket anew every
+    `after` seconds. Upstream exits after 30 s unregistered and lets its DaemonSet restart it; we
+    keep serving (kubelet may start later) and give its plugin watcher a new socket instead."""
+    while not plugin.registration.wait_registered(after):
+        if stop.is_set():
+            return
         log.warning(
-            "kubelet has not registered the plugin after 30 s; is %s kubelet's plugin registry?", registry_dir
+            "kubelet has not registered the plugin after %.0f s; is %s kubelet's plugin registry? "
+            "Serving the registration socket anew",
+            after,
+            registry_dir,
         )
+        plugin.reannounce()
+    log.info("kubelet registered the plugin")

@@ -252,17 +252,33 @@ class KubeletPlugin:
         if self._health is not None:
             handlers.append(self._health.generic_handler())
         self._dra = _serve(paths.dra_socket, handlers, DRA_WORKERS)
+        self._reg_lock = threading.Lock()
+        self._stopped = False
         try:
             self._reg = _serve(paths.registration_socket, [self.registration.generic_handler()])
         except BaseException:
             self._dra.stop(None)
             raise
 
+    def reannounce(self) -> None:
+        """Serve the registration socket anew, so kubelet's plugin watcher sees it created again.
+
+        kubelet's plugin watcher can miss a socket: in a soak, a driver restarted two seconds
+        after its kubelet stayed unregistered. Upstream's driver exits after 30 s unregistered so
+        that its DaemonSet restarts it; a new socket has that effect without the restart."""
+        with self._reg_lock:
+            if self._stopped:
+                return
+            self._reg.stop(None).wait()
+            self._reg = _serve(self.paths.registration_socket, [self.registration.generic_handler()])
+
     def stop(self, grace: float | None = 1.0) -> None:
         """Stop serving and remove both sockets; kubelet de-registers on socket removal."""
         if self._health is not None:
             self._health.stop()
-        self._reg.stop(grace).wait()
+        with self._reg_lock:
+            self._stopped = True
+            self._reg.stop(grace).wait()
         self._dra.stop(grace).wait()
         for sock in (self.paths.registration_socket, self.paths.dra_socket):
             with contextlib.suppress(FileNotFoundError):

@@ -1,5 +1,6 @@
 """The kubelet-facing gRPC servers over real unix sockets, driven by the fake kubelet."""
 
+import os
 import socket
 from collections.abc import Mapping, Sequence
 
@@ -140,3 +141,25 @@ def test_health_check_listens_on_its_host_only(kubelet_dirs) -> None:
     finally:
         health.stop()
         p.stop(0)
+
+
+def test_reannounce_serves_a_new_registration_socket_kubelet_can_register_on(
+    plugin, kubelet_dirs, fake_kubelet_factory
+) -> None:
+    p, _ = plugin
+    # A second link keeps the old socket's inode taken, so a socket made anew cannot reuse it.
+    old = kubelet_dirs.registry.parent / "old-reg.sock"
+    os.link(p.paths.registration_socket, old)
+    p.reannounce()
+    assert p.paths.registration_socket.stat().st_ino != old.stat().st_ino, (
+        "the watcher would see no new socket"
+    )
+    fake_kubelet_factory(kubelet_dirs.registry).register()
+    assert p.registration.wait_registered(5)
+
+
+def test_reannounce_after_stop_leaves_no_socket(kubelet_dirs) -> None:
+    p = KubeletPlugin(SocketPaths(kubelet_dirs.registry, kubelet_dirs.plugins), RecordingService())
+    p.stop(0)
+    p.reannounce()
+    assert not p.paths.registration_socket.exists()
