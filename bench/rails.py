@@ -21,6 +21,7 @@ import json
 import os
 import secrets
 import shutil
+import statistics
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -29,11 +30,23 @@ from typing import Any
 from kubernetes import client
 
 from bench.common import network_namespace, standalone, summary
-from bench.thick_compare import MULTUS_THICK, OURS_LIVE, _cycles, _Setups, _warm_up, ptp
+from bench.thick_compare import (
+    MULTUS_THICK,
+    OURS_LIVE,
+    Setup,
+    Workload,
+    _cpu,
+    _cycles,
+    _Setups,
+    _warm_up,
+    process_cpu_ms,
+    ptp,
+)
 from cni_shim import launcher
 from sriov_contract import keys
 from testbed.apiobjects import as_object, items_of
 from testbed.bed import TestBed
+from testbed.cni_daemon import DAEMON_RULES
 from testbed.managed_shadows import managed_shadow, registry_annotation, rendered_sriov_config
 from testbed.nodecni import make_cni_bin_dir
 from testbed.tools import ToolSet
@@ -89,7 +102,17 @@ def _pod_with_rails(bed: TestBed, ns: str, rails: int, ipam_dir: Path) -> str:
     return f"IgnoreUnknown=1;K8S_POD_NAMESPACE={ns};K8S_POD_NAME=rails;K8S_POD_UID={uid}"
 
 
-def _release(bed: TestBed, ns: str) -> None:
+def profiled_workload(bed: TestBed, work: Path, prefix: str, rails: int) -> Workload:
+    """The rails Pod plus an identity with the daemon's rights, for the single-setup profilers."""
+    ns = f"{prefix}-{secrets.token_hex(3)}"
+    args = _pod_with_rails(bed, ns, rails, work / "ipam")
+    user = f"{prefix}-{secrets.token_hex(2)}"
+    kubeconfig = bed.issue_identity(user, user)
+    bed.grant(user, DAEMON_RULES)
+    return Workload(ns, args, kubeconfig)
+
+
+def release(bed: TestBed, ns: str) -> None:
     """The driver's part at the end: the shadows' finalizers go, then the namespace."""
     custom = client.CustomObjectsApi(bed.api_client)
     listing = custom.list_namespaced_custom_object(
@@ -107,7 +130,7 @@ def _release(bed: TestBed, ns: str) -> None:
     client.CoreV1Api(bed.api_client).delete_namespace(ns)
 
 
-def _bin_dir(work: Path, tools: ToolSet) -> Path:
+def plugin_dir(work: Path, tools: ToolSet) -> Path:
     """The node's plugins with Go ptp standing in for sriov-cni (see the module docstring)."""
     bin_dir = make_cni_bin_dir(work / "bin", tools)
     (bin_dir / "sriov").unlink(missing_ok=True)
@@ -121,10 +144,15 @@ def _bin_dir(work: Path, tools: ToolSet) -> Path:
 def measure(
     bed: TestBed, tools: ToolSet, work: Path, cycles: int, warmup: int, rails: tuple[int, ...]
 ) -> dict[str, Any]:
-    bin_dir = _bin_dir(work, tools)
+    bin_dir = plugin_dir(work, tools)
     primary = ptp("podnet", "10.90.0.0/24", work / "ipam")
     common = {"binDir": str(bin_dir), "delegates": [primary]}
     out: dict[str, Any] = {"cycles": cycles, "cores": os.cpu_count(), "rails": {}}
+    control_plane = [p.pid for p in bed.state.processes if p.name in ("kube-apiserver", "etcd")]
+
+    def server_cpu() -> float:
+        return sum(process_cpu_ms(pid) for pid in control_plane)
+
     with ExitStack() as stack:
         netns = stack.enter_context(network_namespace())
         made = _Setups(bed, work, stack, bin_dir, tools.require("multus"), common, secrets.token_hex(2))
@@ -150,14 +178,14 @@ def measure(
                 setup.windows.clear()
                 setup.cpu.clear()
             _warm_up(setups, netns, args, bin_dir, warmup)
-            _cycles(setups, netns, args, bin_dir, cycles)
+            _cycles(setups, netns, args, bin_dir, cycles, server_cpu)
             mine, theirs = summary(ours.samples), summary(multus.samples)
             out["rails"][str(count)] = {
-                **{s.label: {**summary(s.samples), **s.per_verb()} for s in setups},
+                **{s.label: {**summary(s.samples), **s.per_verb(), **_cpu_parts(s)} for s in setups},
                 "ratio_median": mine["median"] / theirs["median"],
                 "ratio_p95": mine["p95"] / theirs["p95"],
             }
-            _release(bed, ns)
+            release(bed, ns)
     at1, at8 = out["rails"].get("1"), out["rails"].get("8")
     out["targets"] = {
         "8 rails <= 0.40 x Multus": None
@@ -166,6 +194,14 @@ def measure(
         "1 rail <= 1.00 x Multus": None if at1 is None else at1["ratio_median"] <= TARGET_AT_1,
     }
     return out
+
+
+def _cpu_parts(setup: Setup) -> dict[str, float]:
+    """Mean CPU ms per ADD+DEL: the shim processes, the daemon, its delegates, the API server and etcd."""
+    return {
+        **_cpu(setup.cpu),
+        "cpu_api_server": statistics.fmean(setup.server_cpu) if setup.server_cpu else 0.0,
+    }
 
 
 def report(result: dict[str, Any]) -> None:
@@ -186,6 +222,14 @@ def report(result: dict[str, Any]) -> None:
             f" serial {s['ADD_median']:.1f} / {s['DEL_median']:.1f},"
             f" Multus {b['ADD_median']:.1f} / {b['DEL_median']:.1f}"
         )
+    print("  CPU ms per ADD+DEL (mean): shim processes + daemon + delegates (+ API server and etcd)")
+    for count, row in result["rails"].items():
+        for label in (OURS_LIVE, OURS_SERIAL, MULTUS_THICK):
+            c = row[label]
+            print(
+                f"  {count} rails, {label}: {c['cpu_plugins']:.0f} + {c['cpu_daemon']:.0f}"
+                f" + {c['cpu_delegates']:.0f} = {c['cpu']:.0f} (+ {c['cpu_api_server']:.0f})"
+            )
     for what, met in result["targets"].items():
         print(f"target {what}: {'met' if met else 'missed' if met is False else 'not measured'}")
 

@@ -96,6 +96,8 @@ class Setup:
     samples: list[float] = field(default_factory=list)
     cpu: list[tuple[float, float, float]] = field(default_factory=list)
     windows: list[tuple[float, float, str]] = field(default_factory=list)
+    # CPU ms of the API server (and etcd) per cycle, when the caller measures it.
+    server_cpu: list[float] = field(default_factory=list)
     # Runs one verb instead of the meta-plugin binary (the floor: cnitool per network).
     direct: Callable[[str, str, str, Path], None] | None = None
 
@@ -518,16 +520,26 @@ def _warm_up(setups: list[Setup], netns: str, args: str, bin_dir: Path, warmup: 
         setup.windows.clear()
 
 
-def _cycles(setups: list[Setup], netns: str, args: str, bin_dir: Path, cycles: int) -> None:
+def _cycles(
+    setups: list[Setup],
+    netns: str,
+    args: str,
+    bin_dir: Path,
+    cycles: int,
+    server_cpu: Callable[[], float] | None = None,
+) -> None:
     """ADD+DEL cycles, the setups taking turns within each cycle so machine drift hits them alike."""
     for _ in range(cycles):
         for setup in setups:
             cpu = setup.cpu_ms()
+            server = server_cpu() if server_cpu is not None else 0.0
             start = time.perf_counter()
             setup.run("ADD", netns, args, bin_dir)
             setup.run("DEL", netns, args, bin_dir)
             setup.samples.append((time.perf_counter() - start) * 1000)
             setup.cpu.append(tuple(b - a for a, b in zip(cpu, setup.cpu_ms(), strict=True)))  # type: ignore[arg-type]
+            if server_cpu is not None:
+                setup.server_cpu.append(server_cpu() - server)
 
 
 def _latency(setups: list[Setup]) -> dict[str, dict[str, Any]]:
@@ -618,6 +630,12 @@ def overheads(latency: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, f
         for label in OVERHEAD
         if label in latency
     }
+
+
+def process_cpu_ms(pid: int) -> float:
+    """CPU milliseconds so far of one process (user + system, its own threads only)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
 def _cpu(samples: list[tuple[float, float, float]]) -> dict[str, float]:
