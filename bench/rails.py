@@ -1,7 +1,7 @@
 """Multi-rail Pods: ADD+DEL of one Pod with 1, 2, 4 and 8 managed VFs, cni-shim thick (live reads)
 beside Multus thick given the same NADs (issue 36).
 
-    python -m bench.rails [--cycles 30] [--warmup 3] [--rails 1,2,4,8]
+    python -m bench.rails [--cycles 30] [--warmup 3] [--rails 1,2,4,8] [--before <checkout>]
 
 Per rail count: a Pod selecting that many managed shadows (each a frozen static sriov config with
 its own host-local pool, Pod ownerReference, protection finalizer and registry entry, as the
@@ -53,6 +53,7 @@ from testbed.tools import ToolSet
 
 RAILS = (1, 2, 4, 8)
 OURS_SERIAL = "cni-shim thick, live, maxParallelDelegates 1"
+OURS_BEFORE = "cni-shim thick, live, the --before checkout's daemon"
 # Issue 36's targets: at eight rails at most 0.40 x Multus (median and p95), never above 1.00 at one.
 TARGET_AT_8 = 0.40
 TARGET_AT_1 = 1.00
@@ -142,8 +143,15 @@ def plugin_dir(work: Path, tools: ToolSet) -> Path:
 
 
 def measure(
-    bed: TestBed, tools: ToolSet, work: Path, cycles: int, warmup: int, rails: tuple[int, ...]
+    bed: TestBed,
+    tools: ToolSet,
+    work: Path,
+    cycles: int,
+    warmup: int,
+    rails: tuple[int, ...],
+    before: Path | None = None,
 ) -> dict[str, Any]:
+    """`before`: another checkout's cni-shim-daemon, measured beside this one as OURS_BEFORE."""
     bin_dir = plugin_dir(work, tools)
     primary = ptp("podnet", "10.90.0.0/24", work / "ipam")
     common = {"binDir": str(bin_dir), "delegates": [primary]}
@@ -170,6 +178,21 @@ def measure(
             secrets.token_hex(2),
         ).ours(OURS_SERIAL, True)
         setups = [ours, serial, multus]
+        if before is not None:
+            # Another checkout's daemon, same config and Pods: a before/after pair in one run.
+            before_work = work / "before"
+            before_work.mkdir()
+            setups.append(
+                _Setups(
+                    bed,
+                    before_work,
+                    stack,
+                    bin_dir,
+                    tools.require("multus"),
+                    common,
+                    secrets.token_hex(2),
+                ).ours(OURS_BEFORE, True, executable=before)
+            )
         for count in rails:
             ns = f"bench-rails{count}-{secrets.token_hex(3)}"
             args = _pod_with_rails(bed, ns, count, work / "ipam")
@@ -216,6 +239,14 @@ def report(result: dict[str, Any]) -> None:
             f" {row['ratio_median']:>9.2f} {row['ratio_p95']:>7.2f}"
         )
     for count, row in result["rails"].items():
+        if OURS_BEFORE in row:
+            a, b = row[OURS_LIVE], row[OURS_BEFORE]
+            print(
+                f"  {count} rails, this checkout vs --before: median {a['median']:.1f} vs {b['median']:.1f},"
+                f" ADD {a['ADD_median']:.1f} vs {b['ADD_median']:.1f}, DEL {a['DEL_median']:.1f} vs"
+                f" {b['DEL_median']:.1f}, x{a['median'] / b['median']:.2f}"
+            )
+    for count, row in result["rails"].items():
         a, s, b = row[OURS_LIVE], row[OURS_SERIAL], row[MULTUS_THICK]
         print(
             f"  {count} rails, ADD / DEL medians: cni-shim {a['ADD_median']:.1f} / {a['DEL_median']:.1f},"
@@ -224,7 +255,9 @@ def report(result: dict[str, Any]) -> None:
         )
     print("  CPU ms per ADD+DEL (mean): shim processes + daemon + delegates (+ API server and etcd)")
     for count, row in result["rails"].items():
-        for label in (OURS_LIVE, OURS_SERIAL, MULTUS_THICK):
+        for label in (OURS_LIVE, OURS_SERIAL, MULTUS_THICK, OURS_BEFORE):
+            if label not in row:
+                continue
             c = row[label]
             print(
                 f"  {count} rails, {label}: {c['cpu_plugins']:.0f} + {c['cpu_daemon']:.0f}"
@@ -240,12 +273,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--rails", default=",".join(map(str, RAILS)))
     parser.add_argument("--json", type=Path, help="also write the result here")
+    parser.add_argument(
+        "--before", type=Path, help="a checkout whose .venv's cni-shim-daemon runs beside this one's"
+    )
     opts = parser.parse_args(argv)
     rails = tuple(int(r) for r in opts.rails.split(","))
 
     def run(bed: TestBed, tools: ToolSet, work: Path) -> None:
         started = time.monotonic()
-        result = measure(bed, tools, work, opts.cycles, opts.warmup, rails)
+        before = opts.before / ".venv" / "bin" / "cni-shim-daemon" if opts.before else None
+        result = measure(bed, tools, work, opts.cycles, opts.warmup, rails, before)
         result["seconds"] = round(time.monotonic() - started, 1)
         report(result)
         if opts.json:

@@ -43,7 +43,7 @@ from cni_shim.kube import kubeconfig
 from cni_shim.kube.thin_client import KubeClient
 from testbed import pki
 from testbed.bed import TestBed
-from testbed.cni_daemon import DAEMON_RULES, DaemonProc, shim_conf
+from testbed.cni_daemon import DAEMON, DAEMON_RULES, DaemonProc, shim_conf
 from testbed.nodecni import make_cni_bin_dir
 from testbed.tools import ToolSet
 
@@ -420,6 +420,7 @@ def _our_daemon(
     live: bool,
     user: str,
     events: bool = True,
+    executable: Path = DAEMON,
 ) -> DaemonProc:
     daemon_dir = work / f"ours-{'live' if live else 'cached'}{'' if events else '-quiet'}"
     daemon_dir.mkdir()
@@ -432,7 +433,7 @@ def _our_daemon(
     }
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
     env["NODE_NAME"] = bed.node_name
-    daemon = DaemonProc(daemon_dir, config, env).start()
+    daemon = DaemonProc(daemon_dir, config, env, executable).start()
     stack.callback(daemon.stop)
     return daemon
 
@@ -459,9 +460,10 @@ class _Setups:
     tag: str
     daemons: dict[str, DaemonProc] = field(default_factory=dict)
 
-    def ours(self, label: str, live: bool, events: bool = True) -> Setup:
+    def ours(self, label: str, live: bool, events: bool = True, executable: Path = DAEMON) -> Setup:
+        """`executable`: another checkout's cni-shim-daemon (its .venv's), to measure it beside this one."""
         user = f"bench-{'live' if live else 'cached'}{'' if events else '-quiet'}-{self.tag}"
-        daemon = _our_daemon(self.stack, self.bed, self.work, self.common, live, user, events)
+        daemon = _our_daemon(self.stack, self.bed, self.work, self.common, live, user, events, executable)
         self.daemons[label] = daemon
         assert daemon.proc is not None
         return Setup(label, self.bin_dir / "cni-shim", shim_conf(daemon), user, daemon.proc.pid)
