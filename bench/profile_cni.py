@@ -26,6 +26,7 @@ from typing import Any
 
 from kubernetes import client
 
+from bench import rails as bench_rails
 from bench import thick_compare
 from bench.common import network_namespace, standalone
 from cni_shim.app import thin
@@ -72,16 +73,25 @@ def hottest(stats: Mapping[Any, Any], count: int, within: tuple[str, ...] = ()) 
     ]
 
 
-def measure(bed: TestBed, tools: ToolSet, work: Path, cycles: int, dump: str = "") -> dict[str, Any]:
-    bin_dir = make_cni_bin_dir(work / "bin", tools)
-    ns = f"bench-prof-{secrets.token_hex(3)}"
-    pod, uid = thick_compare.workload(bed, ns, work / "ipam")
-    args = f"IgnoreUnknown=1;K8S_POD_NAMESPACE={ns};K8S_POD_NAME={pod};K8S_POD_UID={uid}"
+def measure(
+    bed: TestBed, tools: ToolSet, work: Path, cycles: int, dump: str = "", rails: int = 0
+) -> dict[str, Any]:
+    if rails:
+        # bench.rails's Pod, its delegates one after another so that cProfile (this thread only) sees them all
+        bin_dir = bench_rails.plugin_dir(work, tools)
+        load = bench_rails.profiled_workload(bed, work, "bench-prof", rails)
+        ns, args = load.namespace, load.args
+    else:
+        bin_dir = make_cni_bin_dir(work / "bin", tools)
+        ns = f"bench-prof-{secrets.token_hex(3)}"
+        pod, uid = thick_compare.workload(bed, ns, work / "ipam")
+        args = f"IgnoreUnknown=1;K8S_POD_NAMESPACE={ns};K8S_POD_NAME={pod};K8S_POD_UID={uid}"
     config = {
         "binDir": str(bin_dir),
         "cniDir": str(work / "cache"),
         "delegates": [thick_compare.ptp("podnet", "10.90.0.0/24", work / "ipam")],
         "liveNetworkConfigOnAdd": True,
+        **({"maxParallelDelegates": 1} if rails else {}),
     }
     metrics = Metrics()
     executor = VersionCache(ProcessExecutor())
@@ -123,7 +133,10 @@ def measure(bed: TestBed, tools: ToolSet, work: Path, cycles: int, dump: str = "
         profiler.disable()
         wall = (time.perf_counter() - start) / cycles * 1000
     readers.shutdown()
-    client.CoreV1Api(bed.api_client).delete_namespace(ns)
+    if rails:
+        bench_rails.release(bed, ns)
+    else:
+        client.CoreV1Api(bed.api_client).delete_namespace(ns)
     if dump:
         profiler.dump_stats(dump)  # for `python -m pstats` or snakeviz
     stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
@@ -159,9 +172,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--cycles", type=int, default=30)
     parser.add_argument("--dump", default="", help="also write the raw profile to this file")
+    parser.add_argument(
+        "--rails", type=int, default=0, help="bench.rails's Pod with this many shadows, delegates serial"
+    )
     opts = parser.parse_args(argv)
     return standalone(
-        "bench-prof-", lambda bed, tools, work: report(measure(bed, tools, work, opts.cycles, opts.dump))
+        "bench-prof-",
+        lambda bed, tools, work: report(measure(bed, tools, work, opts.cycles, opts.dump, opts.rails)),
     )
 
 

@@ -1,7 +1,7 @@
 """Multi-rail Pods: ADD+DEL of one Pod with 1, 2, 4 and 8 managed VFs, cni-shim thick (live reads)
 beside Multus thick given the same NADs (issue 36).
 
-    python -m bench.rails [--cycles 30] [--warmup 3] [--rails 1,2,4,8]
+    python -m bench.rails [--cycles 30] [--warmup 3] [--rails 1,2,4,8] [--before <checkout>]
 
 Per rail count: a Pod selecting that many managed shadows (each a frozen static sriov config with
 its own host-local pool, Pod ownerReference, protection finalizer and registry entry, as the
@@ -21,6 +21,7 @@ import json
 import os
 import secrets
 import shutil
+import statistics
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -29,17 +30,30 @@ from typing import Any
 from kubernetes import client
 
 from bench.common import network_namespace, standalone, summary
-from bench.thick_compare import MULTUS_THICK, OURS_LIVE, SetupMaker, ptp, run_cycles, warm_up
+from bench.thick_compare import (
+    MULTUS_THICK,
+    OURS_LIVE,
+    Setup,
+    SetupMaker,
+    Workload,
+    cpu_means,
+    process_cpu_ms,
+    ptp,
+    run_cycles,
+    warm_up,
+)
 from cni_shim import launcher
 from sriov_contract import keys
 from testbed.apiobjects import as_object, items_of
 from testbed.bed import TestBed
+from testbed.cni_daemon import DAEMON_RULES
 from testbed.managed_shadows import managed_shadow, registry_annotation, rendered_sriov_config
 from testbed.nodecni import make_cni_bin_dir
 from testbed.tools import ToolSet
 
 RAILS = (1, 2, 4, 8)
 OURS_SERIAL = "cni-shim thick, live, maxParallelDelegates 1"
+OURS_BEFORE = "cni-shim thick, live, the --before checkout's daemon"
 # Issue 36's targets: at eight rails at most 0.40 x Multus (median and p95), never above 1.00 at one.
 TARGET_AT_8 = 0.40
 TARGET_AT_1 = 1.00
@@ -89,7 +103,17 @@ def _pod_with_rails(bed: TestBed, ns: str, rails: int, ipam_dir: Path) -> str:
     return f"IgnoreUnknown=1;K8S_POD_NAMESPACE={ns};K8S_POD_NAME=rails;K8S_POD_UID={uid}"
 
 
-def _release(bed: TestBed, ns: str) -> None:
+def profiled_workload(bed: TestBed, work: Path, prefix: str, rails: int) -> Workload:
+    """The rails Pod plus an identity with the daemon's rights, for the single-setup profilers."""
+    ns = f"{prefix}-{secrets.token_hex(3)}"
+    args = _pod_with_rails(bed, ns, rails, work / "ipam")
+    user = f"{prefix}-{secrets.token_hex(2)}"
+    kubeconfig = bed.issue_identity(user, user)
+    bed.grant(user, DAEMON_RULES)
+    return Workload(ns, args, kubeconfig)
+
+
+def release(bed: TestBed, ns: str) -> None:
     """The driver's part at the end: the shadows' finalizers go, then the namespace."""
     custom = client.CustomObjectsApi(bed.api_client)
     listing = custom.list_namespaced_custom_object(
@@ -107,7 +131,7 @@ def _release(bed: TestBed, ns: str) -> None:
     client.CoreV1Api(bed.api_client).delete_namespace(ns)
 
 
-def _bin_dir(work: Path, tools: ToolSet) -> Path:
+def plugin_dir(work: Path, tools: ToolSet) -> Path:
     """The node's plugins with Go ptp standing in for sriov-cni (see the module docstring)."""
     bin_dir = make_cni_bin_dir(work / "bin", tools)
     (bin_dir / "sriov").unlink(missing_ok=True)
@@ -119,12 +143,24 @@ def _bin_dir(work: Path, tools: ToolSet) -> Path:
 
 
 def measure(
-    bed: TestBed, tools: ToolSet, work: Path, cycles: int, warmup: int, rails: tuple[int, ...]
+    bed: TestBed,
+    tools: ToolSet,
+    work: Path,
+    cycles: int,
+    warmup: int,
+    rails: tuple[int, ...],
+    before: Path | None = None,
 ) -> dict[str, Any]:
-    bin_dir = _bin_dir(work, tools)
+    """`before`: another checkout's cni-shim-daemon, measured beside this one as OURS_BEFORE."""
+    bin_dir = plugin_dir(work, tools)
     primary = ptp("podnet", "10.90.0.0/24", work / "ipam")
     common = {"binDir": str(bin_dir), "delegates": [primary]}
     out: dict[str, Any] = {"cycles": cycles, "cores": os.cpu_count(), "rails": {}}
+    control_plane = [p.pid for p in bed.state.processes if p.name in ("kube-apiserver", "etcd")]
+
+    def server_cpu() -> float:
+        return sum(process_cpu_ms(pid) for pid in control_plane)
+
     with ExitStack() as stack:
         netns = stack.enter_context(network_namespace())
         made = SetupMaker(bed, work, stack, bin_dir, tools.require("multus"), common, secrets.token_hex(2))
@@ -142,6 +178,21 @@ def measure(
             secrets.token_hex(2),
         ).ours(OURS_SERIAL, True)
         setups = [ours, serial, multus]
+        if before is not None:
+            # Another checkout's daemon, same config and Pods: a before/after pair in one run.
+            before_work = work / "before"
+            before_work.mkdir()
+            setups.append(
+                SetupMaker(
+                    bed,
+                    before_work,
+                    stack,
+                    bin_dir,
+                    tools.require("multus"),
+                    common,
+                    secrets.token_hex(2),
+                ).ours(OURS_BEFORE, True, executable=before)
+            )
         for count in rails:
             ns = f"bench-rails{count}-{secrets.token_hex(3)}"
             args = _pod_with_rails(bed, ns, count, work / "ipam")
@@ -150,14 +201,14 @@ def measure(
                 setup.windows.clear()
                 setup.cpu.clear()
             warm_up(setups, netns, args, bin_dir, warmup)
-            run_cycles(setups, netns, args, bin_dir, cycles)
+            run_cycles(setups, netns, args, bin_dir, cycles, server_cpu)
             mine, theirs = summary(ours.samples), summary(multus.samples)
             out["rails"][str(count)] = {
-                **{s.label: {**summary(s.samples), **s.per_verb()} for s in setups},
+                **{s.label: {**summary(s.samples), **s.per_verb(), **_cpu_parts(s)} for s in setups},
                 "ratio_median": mine["median"] / theirs["median"],
                 "ratio_p95": mine["p95"] / theirs["p95"],
             }
-            _release(bed, ns)
+            release(bed, ns)
     at1, at8 = out["rails"].get("1"), out["rails"].get("8")
     out["targets"] = {
         "8 rails <= 0.40 x Multus": None
@@ -166,6 +217,14 @@ def measure(
         "1 rail <= 1.00 x Multus": None if at1 is None else at1["ratio_median"] <= TARGET_AT_1,
     }
     return out
+
+
+def _cpu_parts(setup: Setup) -> dict[str, float]:
+    """Mean CPU ms per ADD+DEL: the shim processes, the daemon, its delegates, the API server and etcd."""
+    return {
+        **cpu_means(setup.cpu),
+        "cpu_api_server": statistics.fmean(setup.server_cpu) if setup.server_cpu else 0.0,
+    }
 
 
 def report(result: dict[str, Any]) -> None:
@@ -180,12 +239,30 @@ def report(result: dict[str, Any]) -> None:
             f" {row['ratio_median']:>9.2f} {row['ratio_p95']:>7.2f}"
         )
     for count, row in result["rails"].items():
+        if OURS_BEFORE in row:
+            a, b = row[OURS_LIVE], row[OURS_BEFORE]
+            print(
+                f"  {count} rails, this checkout vs --before: median {a['median']:.1f} vs {b['median']:.1f},"
+                f" ADD {a['ADD_median']:.1f} vs {b['ADD_median']:.1f}, DEL {a['DEL_median']:.1f} vs"
+                f" {b['DEL_median']:.1f}, x{a['median'] / b['median']:.2f}"
+            )
+    for count, row in result["rails"].items():
         a, s, b = row[OURS_LIVE], row[OURS_SERIAL], row[MULTUS_THICK]
         print(
             f"  {count} rails, ADD / DEL medians: cni-shim {a['ADD_median']:.1f} / {a['DEL_median']:.1f},"
             f" serial {s['ADD_median']:.1f} / {s['DEL_median']:.1f},"
             f" Multus {b['ADD_median']:.1f} / {b['DEL_median']:.1f}"
         )
+    print("  CPU ms per ADD+DEL (mean): shim processes + daemon + delegates (+ API server and etcd)")
+    for count, row in result["rails"].items():
+        for label in (OURS_LIVE, OURS_SERIAL, MULTUS_THICK, OURS_BEFORE):
+            if label not in row:
+                continue
+            c = row[label]
+            print(
+                f"  {count} rails, {label}: {c['cpu_plugins']:.0f} + {c['cpu_daemon']:.0f}"
+                f" + {c['cpu_delegates']:.0f} = {c['cpu']:.0f} (+ {c['cpu_api_server']:.0f})"
+            )
     for what, met in result["targets"].items():
         print(f"target {what}: {'met' if met else 'missed' if met is False else 'not measured'}")
 
@@ -196,12 +273,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--rails", default=",".join(map(str, RAILS)))
     parser.add_argument("--json", type=Path, help="also write the result here")
+    parser.add_argument(
+        "--before", type=Path, help="a checkout whose .venv's cni-shim-daemon runs beside this one's"
+    )
     opts = parser.parse_args(argv)
     rails = tuple(int(r) for r in opts.rails.split(","))
 
     def run(bed: TestBed, tools: ToolSet, work: Path) -> None:
         started = time.monotonic()
-        result = measure(bed, tools, work, opts.cycles, opts.warmup, rails)
+        before = opts.before / ".venv" / "bin" / "cni-shim-daemon" if opts.before else None
+        result = measure(bed, tools, work, opts.cycles, opts.warmup, rails, before)
         result["seconds"] = round(time.monotonic() - started, 1)
         report(result)
         if opts.json:

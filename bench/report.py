@@ -283,6 +283,16 @@ def _rails_rows(rails: Mapping[str, Any] | None) -> list[Row]:
             f"{peer['ADD_median']:.0f} / {peer['DEL_median']:.0f}; {rails.get('cores', '?')} cores run the "
             "delegates, so overlap is bounded by them"
         )
+        if "cpu" in ours:
+            cores = rails.get("cores") or 1
+            busy = ours["cpu"] + ours.get("cpu_api_server", 0.0)
+            why += (
+                f"; CPU per ADD+DEL {ours['cpu']:.0f} ms (delegates {ours['cpu_delegates']:.0f}, daemon "
+                f"{ours['cpu_daemon']:.0f}, shims {ours['cpu_plugins']:.0f}) + API server and etcd "
+                f"{ours.get('cpu_api_server', 0.0):.0f}: {cores} cores need at least {busy / cores:.0f} ms "
+                f"for it even with every phase overlapped (Multus's delegates alone: "
+                f"{peer.get('cpu_delegates', float('nan')):.0f} ms CPU)"
+            )
         out.append(
             _row(
                 figure,

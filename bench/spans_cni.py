@@ -1,6 +1,6 @@
 """Wall-clock phases of a thick ADD/DEL, from the shim's fork to its exit, through the real daemon.
 
-    python -m bench.spans_cni [--cycles 60]
+    python -m bench.spans_cni [--cycles 60] [--rails N]
 
 cProfile (bench.profile_cni) counts CPU per function in one thread; this shows where a request
 waits. The daemon's own `run` serves in this process's main thread (server, dispatcher,
@@ -10,6 +10,11 @@ timers wrapped around the daemon's seams record each phase: the shim's start-up 
 daemon accepts, HTTP parsing, request decode, each API call, the
 wait for the NAD reads, the delegate-cache I/O, each delegate process (spawn to exit), the log
 line, the reply, and what is left (the core's own Python). Medians per request, in ms.
+
+With `--rails N` the Pod is bench.rails's instead: N managed shadows (Go ptp standing in for
+sriov-cni), so the guard, the waves and the per-rail costs show; the delegates then run on
+several threads, so "delegate waves" is their wall time on the request's thread and "delegate
+exec (all threads)" the sum over every delegate process.
 """
 
 from __future__ import annotations
@@ -29,10 +34,12 @@ from typing import Any
 
 from kubernetes import client
 
+from bench import rails as bench_rails
 from bench import thick_compare
 from bench.common import network_namespace, standalone
 from cni_shim import daemon, launcher
 from cni_shim.app import config, thick
+from cni_shim.handler import add, delete
 from cni_shim.kube.daemon_client import ApiServer
 from cni_shim.kube.views import LiveView
 from cni_shim.node import execution
@@ -45,7 +52,19 @@ from testbed.nodecni import make_cni_bin_dir
 from testbed.tools import ToolSet
 
 # Leaf phases on the request's own thread; "core (the rest)" is the request minus these.
-LEAVES = ("decode", "pod GET", "NAD wait", "status PUT", "cache I/O", "delegate exec", "log", "metrics")
+LEAVES = (
+    "decode",
+    "pod GET",
+    "NAD wait",
+    "status PUT",
+    "cache I/O",
+    "delegate exec",
+    "delegate waves",
+    "log",
+    "metrics",
+)
+# Counted on every thread: the delegates of a wave run on the fan-out's threads.
+ANY_THREAD = ("delegate exec (all threads)", "cache I/O (all threads)")
 EVENT = "Event POST (queue worker)"
 _CACHE_IO = ("save_plan", "load_plan", "remove_plan", "save_result", "load_result", "remove_result")
 
@@ -111,6 +130,8 @@ def instrument(spans: Spans) -> None:
     spans.wrap(ApiServer, "post", EVENT)
     spans.wrap_iterator(LiveView, "get_nads", "NAD wait")
     spans.wrap(execution, "spawn", "delegate exec")
+    spans.wrap(add, "_add_wave", "delegate waves")
+    spans.wrap(delete, "delete_plan", "delegate waves")
     spans.wrap(daemon.JsonLog, "__call__", "log")
     spans.wrap(Metrics, "request", "metrics")
     for name in _CACHE_IO:
@@ -131,9 +152,15 @@ def per_request(
         if serve is None or handler is None:
             continue
         row: dict[str, float] = {}
+        waves = [(s0, s1) for thread, s0, s1, label in inside if label == "delegate waves"]
         for thread, s0, s1, label in inside:
+            if label in ("delegate exec", "cache I/O") and serve[1] <= s0 <= serve[2]:
+                every = f"{label} (all threads)"
+                row[every] = row.get(every, 0.0) + (s1 - s0) * 1000
             if label in LEAVES and (thread != serve[0] or not serve[1] <= s0 <= serve[2]):
                 continue  # the log line after the answer is the reply's
+            if label != "delegate waves" and any(w0 <= s0 and s1 <= w1 for w0, w1 in waves):
+                continue  # inside a wave: counted by the wave
             row[label] = row.get(label, 0.0) + (s1 - s0) * 1000
         # A worker's handler starts as its accept() returns.
         row["shim start to accept"] = (handler[1] - start) * 1000
@@ -150,10 +177,15 @@ def per_request(
     }
 
 
-def measure(bed: TestBed, tools: ToolSet, work: Path, cycles: int) -> dict[str, Any]:
-    bin_dir = make_cni_bin_dir(work / "bin", tools)
-    shim = launcher.install(bin_dir / "cni-shim")
-    load = thick_compare.profiled_workload(bed, work, "bench-spans")
+def measure(bed: TestBed, tools: ToolSet, work: Path, cycles: int, rails: int = 0) -> dict[str, Any]:
+    if rails:
+        bin_dir = bench_rails.plugin_dir(work, tools)
+        shim = bin_dir / "cni-shim"
+        load = bench_rails.profiled_workload(bed, work, "bench-spans", rails)
+    else:
+        bin_dir = make_cni_bin_dir(work / "bin", tools)
+        shim = launcher.install(bin_dir / "cni-shim")
+        load = thick_compare.profiled_workload(bed, work, "bench-spans")
     socket_dir = work / "sock"
     raw = {
         "socketDir": str(socket_dir),
@@ -193,10 +225,13 @@ def measure(bed: TestBed, tools: ToolSet, work: Path, cycles: int) -> dict[str, 
             thick.run(conf, env, test_hooks=False, log=daemon.JsonLog(log))
         finally:
             spans.restore()
-    client.CoreV1Api(bed.api_client).delete_namespace(load.namespace)
+    if rails:
+        bench_rails.release(bed, load.namespace)
+    else:
+        client.CoreV1Api(bed.api_client).delete_namespace(load.namespace)
     if failure:
         raise failure[0]
-    return {"cycles": cycles, "ms_median": per_request(spans.spans, windows)}
+    return {"cycles": cycles, "rails": rails, "ms_median": per_request(spans.spans, windows)}
 
 
 def _write(path: Path, doc: dict[str, Any]) -> str:
@@ -219,6 +254,7 @@ ORDER = (
     "core (the rest)",
     "reply write",
     "reply to shim exit",
+    *ANY_THREAD,
     "NAD GET (reader pool)",
     EVENT,
 )
@@ -226,7 +262,8 @@ ORDER = (
 
 def report(r: dict[str, Any]) -> None:
     per = r["ms_median"]
-    print(f"thick ADD/DEL wall-clock phases through the real daemon ({r['cycles']} cycles), median ms:")
+    pod = f", a Pod with {r['rails']} managed shadows" if r.get("rails") else ""
+    print(f"thick ADD/DEL wall-clock phases through the real daemon ({r['cycles']} cycles{pod}), median ms:")
     print(f"  {'phase':30s} {'ADD':>7s} {'DEL':>7s}")
     for label in ORDER:
         add, dele = (per.get(v, {}).get(label, 0.0) for v in ("ADD", "DEL"))
@@ -236,8 +273,12 @@ def report(r: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--cycles", type=int, default=60)
+    parser.add_argument("--rails", type=int, default=0, help="bench.rails's Pod with this many shadows")
     opts = parser.parse_args(argv)
-    return standalone("bench-spans-", lambda bed, tools, work: report(measure(bed, tools, work, opts.cycles)))
+    return standalone(
+        "bench-spans-",
+        lambda bed, tools, work: report(measure(bed, tools, work, opts.cycles, opts.rails)),
+    )
 
 
 if __name__ == "__main__":

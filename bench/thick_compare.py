@@ -43,7 +43,7 @@ from cni_shim.kube import kubeconfig
 from cni_shim.kube.thin_client import KubeClient
 from testbed import pki
 from testbed.bed import TestBed
-from testbed.cni_daemon import DAEMON_RULES, DaemonProc, shim_conf
+from testbed.cni_daemon import DAEMON, DAEMON_RULES, DaemonProc, shim_conf
 from testbed.nodecni import make_cni_bin_dir
 from testbed.tools import ToolSet
 
@@ -96,6 +96,8 @@ class Setup:
     samples: list[float] = field(default_factory=list)
     cpu: list[tuple[float, float, float]] = field(default_factory=list)
     windows: list[tuple[float, float, str]] = field(default_factory=list)
+    # CPU ms of the API server (and etcd) per cycle, when the caller measures it.
+    server_cpu: list[float] = field(default_factory=list)
     # Runs one verb instead of the meta-plugin binary (the floor: cnitool per network).
     direct: Callable[[str, str, str, Path], None] | None = None
 
@@ -418,6 +420,7 @@ def _our_daemon(
     live: bool,
     user: str,
     events: bool = True,
+    executable: Path = DAEMON,
 ) -> DaemonProc:
     daemon_dir = work / f"ours-{'live' if live else 'cached'}{'' if events else '-quiet'}"
     daemon_dir.mkdir()
@@ -430,7 +433,7 @@ def _our_daemon(
     }
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
     env["NODE_NAME"] = bed.node_name
-    daemon = DaemonProc(daemon_dir, config, env).start()
+    daemon = DaemonProc(daemon_dir, config, env, executable).start()
     stack.callback(daemon.stop)
     return daemon
 
@@ -457,9 +460,10 @@ class SetupMaker:
     tag: str
     daemons: dict[str, DaemonProc] = field(default_factory=dict)
 
-    def ours(self, label: str, live: bool, events: bool = True) -> Setup:
+    def ours(self, label: str, live: bool, events: bool = True, executable: Path = DAEMON) -> Setup:
+        """`executable`: another checkout's cni-shim-daemon (its .venv's), to measure it beside this one."""
         user = f"bench-{'live' if live else 'cached'}{'' if events else '-quiet'}-{self.tag}"
-        daemon = _our_daemon(self.stack, self.bed, self.work, self.common, live, user, events)
+        daemon = _our_daemon(self.stack, self.bed, self.work, self.common, live, user, events, executable)
         self.daemons[label] = daemon
         assert daemon.proc is not None
         return Setup(label, self.bin_dir / "cni-shim", shim_conf(daemon), user, daemon.proc.pid)
@@ -518,21 +522,31 @@ def warm_up(setups: list[Setup], netns: str, args: str, bin_dir: Path, warmup: i
         setup.windows.clear()
 
 
-def run_cycles(setups: list[Setup], netns: str, args: str, bin_dir: Path, cycles: int) -> None:
+def run_cycles(
+    setups: list[Setup],
+    netns: str,
+    args: str,
+    bin_dir: Path,
+    cycles: int,
+    server_cpu: Callable[[], float] | None = None,
+) -> None:
     """ADD+DEL cycles, the setups taking turns within each cycle so machine drift hits them alike."""
     for _ in range(cycles):
         for setup in setups:
             cpu = setup.cpu_ms()
+            server = server_cpu() if server_cpu is not None else 0.0
             start = time.perf_counter()
             setup.run("ADD", netns, args, bin_dir)
             setup.run("DEL", netns, args, bin_dir)
             setup.samples.append((time.perf_counter() - start) * 1000)
             setup.cpu.append(tuple(b - a for a, b in zip(cpu, setup.cpu_ms(), strict=True)))  # type: ignore[arg-type]
+            if server_cpu is not None:
+                setup.server_cpu.append(server_cpu() - server)
 
 
 def _latency(setups: list[Setup]) -> dict[str, dict[str, Any]]:
     """Per setup: ADD+DEL latency, each verb alone, CPU; and the ratio to its peer where both ran."""
-    latency = {s.label: {**summary(s.samples), **s.per_verb(), **_cpu(s.cpu)} for s in setups}
+    latency = {s.label: {**summary(s.samples), **s.per_verb(), **cpu_means(s.cpu)} for s in setups}
     for label, peer in PEER.items():
         if label in latency and peer in latency:
             latency[label]["peer"] = peer
@@ -620,7 +634,13 @@ def overheads(latency: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, f
     }
 
 
-def _cpu(samples: list[tuple[float, float, float]]) -> dict[str, float]:
+def process_cpu_ms(pid: int) -> float:
+    """CPU milliseconds so far of one process (user + system, its own threads only)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_means(samples: list[tuple[float, float, float]]) -> dict[str, float]:
     """Mean CPU milliseconds per cycle, in total and by part (clock ticks are too coarse for medians)."""
     parts = {
         f"cpu_{part}": statistics.fmean(sample[i] for sample in samples)

@@ -16,16 +16,9 @@ from cni_shim.kube.paths import nad_path
 from cni_shim.kube.views import CachedView, LiveView
 from cni_shim.ports import ManyNads
 from tests.fakes.cni_ports import FakeKube
+from tests.support.apiviews import Counts
 
 NETWORKS = "k8s.v1.cni.cncf.io/networks"
-
-
-class Counts:
-    def live_read(self, kind: str) -> None:
-        pass
-
-    def cache_read(self, kind: str, *, hit: bool) -> None:
-        pass
 
 
 class MeetingApi:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -22,7 +22,8 @@ from cni_shim.errors import ApiError
 from cni_shim.kube.informers import Store
 from cni_shim.kube.paths import nad_path, pod_path
 from cni_shim.kube.views import LiveView
-from sriov_contract.keys import NETWORKS_ANNOTATION
+from sriov_contract.keys import NETWORKS_ANNOTATION, REGISTRY_ANNOTATION
+from tests.support.apiviews import Counts
 
 A, B, C, D = ("ns", "a"), ("ns", "b"), ("ns", "c"), ("other", "d")
 
@@ -99,23 +100,11 @@ class CountingApi:
         return out
 
 
-class Counts:
-    def live_read(self, kind: str) -> None:
-        pass
-
-    def cache_read(self, kind: str, *, hit: bool) -> None:
-        pass
-
-
-@pytest.fixture(scope="module")
-def pool() -> Iterator[ThreadPoolExecutor]:
-    with ThreadPoolExecutor(4) as executor:
-        yield executor
-
-
-def informer_copy(networks: str | None) -> Store:
+def informer_copy(networks: str | None, registry: str | None = None) -> Store:
     store = Store()
     annotations = {NETWORKS_ANNOTATION: networks} if networks is not None else {}
+    if registry is not None:
+        annotations[REGISTRY_ANNOTATION] = registry
     store.apply("ADDED", {"metadata": {"namespace": "ns", "name": "p", "annotations": annotations}})
     return store
 
