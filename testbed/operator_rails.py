@@ -48,7 +48,7 @@ from testbed.operator_checks import (
 )
 from testbed.processes import BIN, Process
 from testbed.results import FAIL, Check, Result
-from testbed.scenario import source_snapshot, spec_checks, start_pod, stop_pod
+from testbed.scenario import new_result, source_snapshot, spec_checks, start_pod, stop_pod
 from testbed.stack import Stack
 from testbed.waiting import WaitTimeout, wait_for
 from testbed.workloads import WORKLOAD_NS, Workload, find, load_examples, one_line_pod, pf_renames
@@ -390,13 +390,7 @@ def _exists(get: Any) -> bool:
 
 
 def run_operator_rails(stack: Stack) -> Result:
-    result = Result(
-        "operator-rails",
-        "thick" if stack.thick else "thin",
-        stack.kubelet_kind,
-        install=stack.install,
-        timings={},
-    )
+    result = new_result(stack, "operator-rails")
     started = time.monotonic()
     # The operator overlay as kubectl applies it; the chart's operator toggle is not exercised here.
     with (InstalledOperator if stack.install == DAEMONSETS else Operator)(stack) as operator:
@@ -465,13 +459,7 @@ def run_operator_one_line(stack: Stack) -> Result:
     """The one-line request on the operator path: a Pod whose only request is
     `openshift.io/sriov_vfs: 2` against the DeviceClass the operator generates for that
     resourceName; each VF gets its rail's operator-rendered network."""
-    result = Result(
-        "operator-one-line",
-        "thick" if stack.thick else "thin",
-        stack.kubelet_kind,
-        install=stack.install,
-        timings={},
-    )
+    result = new_result(stack, "operator-one-line")
     with (InstalledOperator if stack.install == DAEMONSETS else Operator)(stack) as operator:
         try:
             _run_one_line(stack, result)

@@ -140,15 +140,20 @@ def spec_checks(stack: Stack, run: Running, obs: Observed, *, gpus: int, vfs: in
     return checks
 
 
-def run_workload(stack: Stack, workload: Workload, *, gpus: int, vfs: int) -> Result:
-    """Apply, start the Pod, observe and check it, delete it, check the teardown, remove the objects."""
-    result = Result(
-        workload.name,
+def new_result(stack: Stack, scenario: str, *, timings: dict[str, float] | None = None) -> Result:
+    """An empty result of `scenario` on this stack (its CNI mode, kubelet and installation)."""
+    return Result(
+        scenario,
         "thick" if stack.thick else "thin",
         stack.kubelet_kind,
         install=stack.install,
-        timings=dict(stack.timings),
+        timings=timings or {},
     )
+
+
+def run_workload(stack: Stack, workload: Workload, *, gpus: int, vfs: int) -> Result:
+    """Apply, start the Pod, observe and check it, delete it, check the teardown, remove the objects."""
+    result = new_result(stack, workload.name, timings=dict(stack.timings))
     sources = apply_workload(stack, workload)
     try:
         run = start_pod(stack, workload, workload.pod, sources)
