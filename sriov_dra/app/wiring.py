@@ -280,7 +280,7 @@ def run(cfg: Config, stop: threading.Event) -> None:
         node_name=cfg.node_name,
         inventory=lambda name: state.lookup(name)[0],
         checkpoint=checkpoint,
-        cdi_specs=CdiDir(cfg.cdi_root),
+        cdi_specs=CdiDir(cfg.cdi_root, dev_root=cfg.dev_root),
         vf_driver=SysfsVfDriver(cfg.sysfs_root),
     )
     service: NodeService = PlainPreparer(claims=KubeClaims(api), devices=devices, checkpoint=checkpoint)
