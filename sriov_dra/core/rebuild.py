@@ -19,9 +19,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from sriov_contract.binding import Binding, parse_binding
+from sriov_contract.deviceinfo import parse_device_info
 from sriov_contract.errors import ReasonedError
 from sriov_contract.identity import BindingIdentity
-from sriov_contract.keys import BINDING_ANNOTATION, NODE_UID_LABEL, PROTOCOL_VERSION, REGISTRY_ANNOTATION
+from sriov_contract.keys import (
+    BINDING_ANNOTATION,
+    DEVICE_INFO_ANNOTATION,
+    NODE_UID_LABEL,
+    PROTOCOL_VERSION,
+    REGISTRY_ANNOTATION,
+)
 from sriov_contract.registry import parse_registry
 from sriov_dra.core.bindingrecord import PENDING, BindingRecord, records_of
 from sriov_dra.core.checkpointrecovery import NotRebuilt
@@ -163,6 +170,7 @@ def _claim_record(claim_uid: str, group: Sequence[_Shadow], api: _Api) -> ClaimR
             pci_address=shadow.binding.pci_address,
             source=shadow.binding.source,
             config=str((shadow.obj.get("spec") or {}).get("config", "")),
+            **_device_info_of(shadow),
         )
         try:
             check_shadow(shadow.obj, record, releasing=True, binding=shadow.binding)
@@ -186,6 +194,18 @@ def _claim_record(claim_uid: str, group: Sequence[_Shadow], api: _Api) -> ClaimR
     return ClaimRecord(
         claim_uid, str(meta.get("namespace", "")), str(meta.get("name", "")), pod_uid, tuple(prepared)
     )
+
+
+def _device_info_of(shadow: _Shadow) -> dict[str, str]:
+    """The frozen device info the shadow carries (none from drivers before it), back into the record."""
+    text = ((shadow.obj.get("metadata") or {}).get("annotations") or {}).get(DEVICE_INFO_ANNOTATION)
+    if text is None:
+        return {}
+    try:
+        info = parse_device_info(str(text))
+    except ReasonedError as exc:
+        raise _Refused(f"unreadable device info: {exc.message}") from exc
+    return {"pf_pci_address": info.pf_pci_address, "rdma_device": info.rdma_device}
 
 
 def _selection_order(pod: Mapping[str, Any] | None) -> dict[str, int]:
