@@ -103,11 +103,13 @@ def _nad_candidate(
     shadow = keys.BINDING_ANNOTATION in annotations
     managed = guarded and shadow
     bound_pci = foreign = ""
+    info = None
     if shadow:
         from cni_shim.core import guard  # noqa: PLC0415 - contract parsers only for Pods that use shadows
 
         if guarded:
             bound_pci = guard.check_shadow(nad, sel, pod, registry)
+            info = guard.device_info(nad, bound_pci)
         else:
             # A DEL rebuilding what it has no cache for: a shadow that is not this Pod's is never run.
             try:
@@ -121,6 +123,7 @@ def _nad_candidate(
         bound_pci=bound_pci,
         resource_name=resource_name if isinstance(resource_name, str) else "",
         foreign=foreign,
+        device_info=info,
     )
 
 
