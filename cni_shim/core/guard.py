@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     Json = dict[str, Any]
 
 # Metaplugins allowed after the one sriov entry of a managed conflist (spec 7, step 5).
-CHAIN_ALLOWLIST = ("tuning",)
+CHAIN_ALLOWLIST = ("tuning", "rdma")
 
 
 def _reject(reason: str, what: str, why: str) -> CniError:
@@ -117,6 +117,14 @@ def _static_sriov_pci(config: bytes, what: str) -> str:
             what,
             f"pciBusID {first.get('pciBusID')!r} differs from deviceID {pci}",
         )
+    # The rdma plugin moves the RDMA device of the VF its deviceID names: it must be this VF's.
+    for p in plugins[1:]:
+        if p.get("type") == "rdma" and p.get("deviceID") != pci:  # type: ignore[union-attr]
+            raise _reject(
+                reasons.MANAGED_SHADOW_PCI_MISMATCH,
+                what,
+                f"rdma plugin deviceID {p.get('deviceID')!r} differs from deviceID {pci}",  # type: ignore[union-attr]
+            )
     return pci
 
 
