@@ -251,6 +251,7 @@ def run(cfg: Config, stop: threading.Event) -> None:
         node_uid=node_uid,
         listings=ApiListings(KubeShadowLister(api), KubeClaims(api), KubePods(api)) if managed else None,
         pci_of={name: vf.pci_address for name, vf in state.inventory().items()},
+        rdma_of={name: vf.rdma for name, vf in state.inventory().items() if vf.rdma is not None},
         now=datetime.now(UTC),
         tell=lambda recovery: tell_recovery(recovery, metrics, KubeEvents(api), node_uid),
     )

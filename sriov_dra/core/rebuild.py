@@ -36,7 +36,7 @@ from sriov_dra.core.claimrecord import ClaimRecord, PreparedDevice
 from sriov_dra.core.hostdevice import prepared_device
 from sriov_dra.core.shadowspec import check_shadow
 from sriov_dra.core.vfconfig import effective_vf_config
-from sriov_dra.model import DRIVER_NAME
+from sriov_dra.model import DRIVER_NAME, RdmaDevice
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,7 @@ class _Api:
     node_name: str
     node_uid: str
     pci_of: Mapping[str, str]
+    rdma_of: Mapping[str, RdmaDevice]
 
 
 class _Refused(Exception):
@@ -95,11 +96,13 @@ def rebuild(
     node_name: str,
     node_uid: str,
     pci_of: Mapping[str, str],
+    rdma_of: Mapping[str, RdmaDevice] | None = None,
 ) -> Rebuild:
     """Records for this node's shadows that `known` does not account for.
 
     `claims` and `pods` are indexed by UID (a missing Pod only costs the selection order);
-    `pci_of` maps this node's device names to PCI addresses.
+    `pci_of` maps this node's device names to PCI addresses, `rdma_of` to their RDMA devices (a
+    rebuilt record hands the container what the first prepare did).
     """
     accounted = _accounted(known.values())
     by_claim: dict[str, list[_Shadow]] = {}
@@ -120,7 +123,7 @@ def rebuild(
             refused.append(NotRebuilt(*where, "its claim is recorded without this binding"))
             continue
         by_claim.setdefault(binding.claim_uid, []).append(_Shadow(obj, binding))
-    api = _Api(claims, pods, node_name, node_uid, pci_of)
+    api = _Api(claims, pods, node_name, node_uid, pci_of, rdma_of or {})
     records = []
     for claim_uid, group in sorted(by_claim.items()):
         try:
@@ -187,6 +190,7 @@ def _claim_record(claim_uid: str, group: Sequence[_Shadow], api: _Api) -> ClaimR
                 config=config,
                 original_driver="",
                 binding=record.to_json(),
+                rdma=api.rdma_of.get(name),
             )
         )
     if by_pci:
