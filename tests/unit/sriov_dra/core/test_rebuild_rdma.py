@@ -3,11 +3,14 @@ hands the verbs node to the container; a rebuild after a lost checkpoint gives b
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
 from sriov_contract.keys import DEVICE_INFO_ANNOTATION
-from sriov_dra.core.rebuild import rebuild
+from sriov_dra.core.hostdevice import rdma_edits
+from sriov_dra.core.rebuild import Rebuild, rebuild
+from sriov_dra.model import RdmaDevice
 from sriov_dra.sysfs.discovery import discover
 from tests.fakes.driver_env import NODE, NODE_UID, Env, vf_config
 from tests.fakes.sysfs import add_rdma
@@ -46,3 +49,39 @@ def test_an_rdma_vf_is_prepared_frozen_and_rebuilt_alike(env: Env, tmp_path: Pat
     )
     assert got.not_rebuilt == ()
     assert list(got.records) == [as_pending(record)]
+
+
+def _rebuilt(env: Env, shadows: list[dict[str, object]]) -> Rebuild:
+    return rebuild(
+        shadows,
+        {},
+        {c["metadata"]["uid"]: c for (kind, _n, _m), c in env.api.objects.items() if kind == "claims"},
+        {p["metadata"]["uid"]: p for (kind, _n, _m), p in env.api.objects.items() if kind == "pods"},
+        node_name=NODE,
+        node_uid=NODE_UID,
+        pci_of={name: vf.pci_address for name, vf in env.inventory.items()},
+    )
+
+
+def test_a_shadow_from_before_device_info_rebuilds_without_it_and_a_bad_one_is_refused(env: Env) -> None:
+    pod = env.pod(name="pod-a", claims=[{"name": "vfs", "resourceClaimName": "a"}])
+    ref = env.claim("a", pod, [VF1], [vf_config(netAttachDefName="rail-a")])
+    assert env.prepare(ref).error == ""
+    (shadow,) = env.shadows()
+    older = copy.deepcopy(shadow)
+    del older["metadata"]["annotations"][DEVICE_INFO_ANNOTATION]
+    (record,) = _rebuilt(env, [older]).records
+    assert "pfPciAddress" not in (record.devices[0].managed_binding or {})
+    broken = copy.deepcopy(shadow)
+    broken["metadata"]["annotations"][DEVICE_INFO_ANNOTATION] = '{"version":2}'
+    got = _rebuilt(env, [broken])
+    assert got.records == () and "unreadable device info" in got.not_rebuilt[0].why
+
+
+def test_the_rdma_edits_without_verbs_or_rdma_cm() -> None:
+    env: dict[str, str] = {}
+    assert rdma_edits("X", RdmaDevice("mlx5_0"), env) == []
+    assert env == {"SRIOVNETWORK_X_RDMA_DEVICE": "mlx5_0"}
+    env.clear()
+    assert rdma_edits("X", RdmaDevice("mlx5_0", rdma_cm=True), env) == ["/dev/infiniband/rdma_cm"]
+    assert env["SRIOVNETWORK_X_RDMA_CM"] == "/dev/infiniband/rdma_cm" and len(env) == 2
