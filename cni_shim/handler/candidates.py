@@ -116,6 +116,12 @@ def _nad_candidate(
                 bound_pci = guard.check_bound(nad, pod)
             except CniError as exc:
                 foreign = f"{exc.reason}: {exc.message}"
+            else:
+                # Only to name the CNIDeviceInfoFile this DEL removes; a bad one removes none.
+                try:
+                    info = guard.device_info(nad, bound_pci)
+                except CniError:
+                    info = None
     what = f"NetworkAttachmentDefinition {sel.namespace}/{sel.name}"
     net = delegates.nad_network(nad, ctx.conf.conf_dir, ctx.svc.conf_files, what)
     resource_name = annotations.get(keys.RESOURCE_NAME_ANNOTATION)

@@ -101,3 +101,13 @@ def test_node_files_are_replaced_whole_read_only_and_removal_is_idempotent(tmp_p
     files.remove(path)
     files.remove(path)
     assert not Path(path).exists()
+
+
+def test_a_del_without_its_cache_still_removes_the_file(shim: Any) -> None:
+    shadow = _setup(shim)
+    assert shim.run("ADD", shim.conf(), args=ARGS).status == 0
+    path = _devinfo_path(shadow)
+    assert path in shim.device_info_files
+    (shim.cni_dir / "c1").unlink()  # the delegate cache is lost; the Pod and shadow are still there
+    assert shim.run("DEL", shim.conf(), args=ARGS).status == 0
+    assert path not in shim.device_info_files
