@@ -59,6 +59,14 @@ def load_two_rail() -> dict[str, Any]:
     return load_topology_file(TWO_RAIL)
 
 
+def load_two_rail_rdma() -> dict[str, Any]:
+    """The two-rail node with RDMA on rail-a's PF only (the demo's): some VFs have an RDMA
+    device, others none."""
+    doc = load_two_rail()
+    doc["roots"][0]["pfs"][0]["rdma"] = True
+    return doc
+
+
 def _host_links(prefix: str) -> list[tuple[int, str]]:
     with IPRoute() as ipr:
         return [

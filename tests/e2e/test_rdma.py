@@ -21,7 +21,7 @@ import pytest
 
 from sriov_contract import keys
 from sriov_dra.model import device_name
-from testbed.fakenode import load_two_rail
+from testbed.fakenode import load_two_rail_rdma
 from testbed.scenario import running_pairs
 from testbed.stack import Stack, Stacks
 
@@ -30,15 +30,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.netns]
 DEVINFO_DIR = "/var/run/k8s.cni.cncf.io/devinfo/cni"
 
 
-def rdma_topology() -> dict[str, Any]:
-    doc = load_two_rail()
-    doc["roots"][0]["pfs"][0]["rdma"] = True
-    return doc
-
-
 @pytest.fixture
 def rdma_stack(stacks: Stacks, real_kubelet: None) -> Stack:
-    return stacks.get(thick=True, topology=rdma_topology())
+    return stacks.get(thick=True, topology=load_two_rail_rdma())
 
 
 def _environ(pid: int) -> dict[str, str]:
