@@ -1,6 +1,7 @@
 """The demo's RDMA column: read from network-status device-info, '-' where there is none."""
 
 import json
+from dataclasses import replace
 
 from sriov_contract import keys
 from testbed.observation import _device_infos
@@ -25,14 +26,4 @@ def test_the_rdma_device_comes_from_network_status_device_info() -> None:
 def test_the_table_has_an_rdma_column() -> None:
     row = Row("nic-0", "gpu-0", "0000:17:00.2", "pci0000:16", "rail-a", "ns/src", "dra-sriov-x", "dra0", "ip")
     assert row.rdma == "-" and COLUMNS[-1] == "RDMA"
-    assert (
-        render_table(
-            [
-                row._replace(rdma="mlx5_0")
-                if hasattr(row, "_replace")
-                else Row(**{**row.__dict__, "rdma": "mlx5_0"})
-            ]
-        )
-        .splitlines()[2]
-        .endswith("mlx5_0")
-    )
+    assert render_table([replace(row, rdma="mlx5_0")]).splitlines()[2].endswith("mlx5_0")
