@@ -105,6 +105,16 @@ class NodeDevices(Protocol):
         ...
 
 
+class DeviceInfoFiles(Protocol):
+    """Multus's CNIDeviceInfoFile files (/var/run/k8s.cni.cncf.io/devinfo/cni/...)."""
+
+    def write(self, path: str, data: bytes) -> None:
+        """Create or replace the file whole (idempotent: a retried ADD writes the same bytes)."""
+
+    def remove(self, path: str) -> None:
+        """Remove the file; a missing file is not an error."""
+
+
 class Routes(Protocol):
     """Default routes inside a Pod network namespace (Multus default-route handling)."""
 

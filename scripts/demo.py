@@ -34,6 +34,7 @@ import click  # noqa: E402 - after the sys.path entry for the repo
 from sriov_contract.errors import ReasonedError  # noqa: E402
 from testbed import controlplane, operator_rails, realnode  # noqa: E402
 from testbed.checks import stack_down_check  # noqa: E402
+from testbed.fakenode import load_two_rail_rdma  # noqa: E402
 from testbed.installation import DAEMONSETS, HELM_CHART, PROCESSES, install_unavailable  # noqa: E402
 from testbed.kubelets import REAL, SIM  # noqa: E402
 from testbed.results import Result, render_checks, render_table  # noqa: E402
@@ -100,7 +101,14 @@ def main(output: str, cni_mode: str, kubelet: str, install: str) -> None:
         sys.exit(1)
     try:
         say(f"Test bed up in {time.monotonic() - started:.1f}s (API server {bed.server})")
-        with Stack(bed, thick=cni_mode == "thick", kubelet=kubelet, say=say, install=install) as stack:
+        with Stack(
+            bed,
+            thick=cni_mode == "thick",
+            kubelet=kubelet,
+            say=say,
+            install=install,
+            topology=load_two_rail_rdma(),
+        ) as stack:
             say("Applying the spec 14.2 manifests and creating Pod ai-workloads/gpu-sriov-pairs-demo...")
             result = run_pairs(stack)
             say("== spec 14.3: the same two rails through SriovNetworkNodePolicy and SriovNetwork ==")

@@ -21,6 +21,7 @@ PROTOCOL_VERSION: Final = 1
 BINDING_ANNOTATION: Final = f"{DOMAIN}/binding"
 REGISTRY_ANNOTATION: Final = f"{DOMAIN}/managed-networks"
 PROTECTION_FINALIZER: Final = f"{DOMAIN}/attachment-protection"
+DEVICE_INFO_ANNOTATION: Final = f"{DOMAIN}/device-info"
 
 MANAGED_BY_LABEL: Final = f"{DOMAIN}/managed-by"
 POD_UID_LABEL: Final = f"{DOMAIN}/pod-uid"

@@ -122,6 +122,15 @@ validate_pci_address = _Syntax(
     "is not a lowercase domain:bus:device.function",
     "pciAddress",
 )
+_RDMA_FIRST: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+_RDMA_CHARS: Final = _RDMA_FIRST | {"-", "."}
+# A kernel RDMA device name (mlx5_3, rocep59s0f1) or "" for none: ([A-Za-z0-9_][-A-Za-z0-9_.]{0,62})?
+validate_rdma_device = _Syntax(
+    lambda text: not text or (len(text) <= 63 and text[0] in _RDMA_FIRST and _RDMA_CHARS.issuperset(text)),
+    reasons.INVALID_NAME,
+    "is not empty or an RDMA device name (1-63 of A-Z, a-z, 0-9, '_', '-', '.', not starting with '-' or '.')",
+    "rdmaDevice",
+)
 # Opaque to us, but restricted so every JSON encoder writes it identically: [!-~]{1,128}.
 validate_resource_version = _Syntax(
     lambda text: 0 < len(text) <= 128 and _VISIBLE_ASCII.issuperset(text),

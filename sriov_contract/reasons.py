@@ -87,7 +87,7 @@ MEANINGS: Final[dict[str, tuple[str, str]]] = {
         "Recreate the workload so the driver writes the digest again.",
     ),
     INVALID_NAME: (
-        "A namespace, node or NAD name is not an RFC 1123 label or subdomain.",
+        "A namespace, node or NAD name is not an RFC 1123 label or subdomain, or an RDMA device name is malformed.",
         "Use a valid Kubernetes name.",
     ),
     INVALID_PCI_ADDRESS: (

@@ -42,6 +42,7 @@ def _path_option(flag: str, field: str, envvar: str, default: str) -> Callable[[
     "/var/lib/kubelet/plugins",
 )
 @_path_option("--sysfs-root", "sysfs_root", "SYSFS_ROOT", "/sys")
+@_path_option("--dev-root", "dev_root", "DEV_ROOT", "/dev")
 @click.option(
     "--configuration-mode", envvar="CONFIGURATION_MODE", default="STANDALONE", help="STANDALONE or MULTUS"
 )

@@ -66,6 +66,21 @@ TypedAttribute = dict[str, object]
 
 
 @dataclass(frozen=True)
+class RdmaDevice:
+    """The RDMA side of a kernel-bound VF, as sysfs names it.
+
+    `name` is the kernel's RDMA device (``<vf>/infiniband/<name>``, e.g. ``mlx5_3``); `uverbs` the
+    verbs character device whose ``ibdev`` names it (``uverbs3``, i.e. ``/dev/infiniband/uverbs3``),
+    None when the verbs module is not loaded; `rdma_cm` whether the node has the connection manager
+    device (``/dev/infiniband/rdma_cm``, one for the whole node).
+    """
+
+    name: str
+    uverbs: str | None = None
+    rdma_cm: bool = False
+
+
+@dataclass(frozen=True)
 class VirtualFunction:
     """One VF and its published attributes."""
 
@@ -75,6 +90,8 @@ class VirtualFunction:
     pf_name: str
     vf_id: int
     attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
+    # Node-local names, kept in the inventory but never published (docs/node-agent.md says why).
+    rdma: RdmaDevice | None = None
 
 
 def typed_attribute(value: AttributeValue) -> TypedAttribute:

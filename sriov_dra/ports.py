@@ -15,6 +15,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from sriov_dra.core.bindingrecord import BindingRecord
 from sriov_dra.core.selection import PatchOp
 from sriov_dra.core.shadowmatch import ShadowIndex
+from sriov_dra.model import RdmaDevice
 
 
 @runtime_checkable
@@ -130,6 +131,9 @@ class VfDriver(Protocol):
     def verify_kernel_netdev(self, bdf: str) -> None: ...
 
     def iommu_group(self, bdf: str) -> str | None: ...
+
+    def rdma(self, bdf: str) -> RdmaDevice | None:
+        """The VF's RDMA device as bound now; None without RDMA (or on vfio-pci)."""
 
 
 @runtime_checkable

@@ -139,7 +139,7 @@ MEANINGS: Final[dict[str, tuple[str, str]]] = {
     INVALID_VF_CONFIG: ("An opaque VfConfig parameter is malformed.", "Fix the named field of the VfConfig."),
     UNSUPPORTED_CNI_CONFIG: (
         "The template NAD's CNI config is not one the driver can render for a VF.",
-        "Use an sriov conflist (optionally followed by tuning) as the template.",
+        "Use an sriov conflist (optionally followed by tuning or rdma) as the template.",
     ),
     PCI_ADDRESS_MISMATCH: (
         "The template pins a PCI address other than the allocated VF's.",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -86,6 +87,55 @@ def check_interfaces(obs: Observed) -> Check:
     names = ", ".join(f"{r} -> {i}" for r, i in got.items())
     verb = " become " if len(want) > 1 else " becomes "
     return check(" and ".join(want) + verb + " and ".join(want.values()), got == want and bool(want), names)
+
+
+RDMA_CHECK = "the container holds its own VFs' RDMA devices, network-status names them"
+
+
+def rdma_vfs(stack: Stack, obs: Observed) -> list[VfRecord]:
+    """The Pod's VFs that have an RDMA device on the fake node."""
+    vfs = [vf_of(stack, row.vf_pci) for row in obs.rows]
+    return [vf for vf in vfs if vf is not None and vf.rdma_device]
+
+
+def _rdma_of(stack: Stack, pci: str) -> str:
+    vf = vf_of(stack, pci)
+    return vf.rdma_device if vf is not None and vf.rdma_device else "-"
+
+
+def check_rdma(stack: Stack, obs: Observed, container: str) -> Check:
+    """Inside the running container: exactly the verbs nodes of the Pod's own RDMA VFs (and
+    rdma_cm) under /dev/infiniband, upstream's variables naming them; in network-status each
+    interface's device-info names its VF's RDMA device. Other VFs' nodes exist on the node too."""
+    own = rdma_vfs(stack, obs)
+    problems = [
+        f"{row.interface}: network-status names RDMA device {row.rdma}, the VF has {_rdma_of(stack, row.vf_pci)}"
+        for row in obs.rows
+        if row.rdma != _rdma_of(stack, row.vf_pci)
+    ]
+    if not stack.real:
+        return Check(RDMA_CHECK, SKIP, "the simulated kubelet runs no container; network-status only")
+    pid = stack.node_runtime.container_pid(obs.uid, container)
+    root = f"/proc/{pid}/root/dev/infiniband"
+    try:
+        seen = sorted(os.listdir(root))
+    except OSError:
+        seen = []
+    want = sorted([vf.uverbs for vf in own] + ["rdma_cm"])
+    if seen != want:
+        problems.append(f"/dev/infiniband holds {seen}, want {want}")
+    with open(f"/proc/{pid}/environ", "rb") as fh:
+        env = set(fh.read().decode(errors="replace").split("\0"))
+    for vf in own:
+        infix = vf.pci.replace(":", "_").replace(".", "_")
+        for var in (
+            f"SRIOVNETWORK_{infix}_RDMA_DEVICE={vf.rdma_device}",
+            f"SRIOVNETWORK_{infix}_RDMA_UVERB=/dev/infiniband/{vf.uverbs}",
+        ):
+            if var not in env:
+                problems.append(f"{var} not in the container's environment")
+    detail = "; ".join(problems) or ", ".join(f"{vf.netdev}: {vf.rdma_device} ({vf.uverbs})" for vf in own)
+    return check(RDMA_CHECK, not problems, detail)
 
 
 def check_addresses(stack: Stack, obs: Observed) -> Check:

@@ -130,6 +130,7 @@ class Driver(DriverState):
             "KUBELET_REGISTRAR_DIRECTORY_PATH": str(self.dirs.registry),
             "KUBELET_PLUGINS_DIRECTORY_PATH": str(self.dirs.plugins),
             "SYSFS_ROOT": str(self.node().sysfs_root),
+            "DEV_ROOT": str(self.node().dev_root),
             "KUBECONFIG": str(self.token.kubeconfig),
             "CONFIGURATION_MODE": "MULTUS",
             "MULTUS_AUTO_ATTACH": "true",

@@ -26,7 +26,7 @@ import yaml
 from pyroute2 import IPRoute, NetNS, netns
 
 from sriov_contract.errors import ReasonedError
-from testbed.fakesysfs import OWNED_ENTRIES, FakeSysfs, remove_tree
+from testbed.fakesysfs import DEV_DIR, OWNED_ENTRIES, FakeSysfs, remove_tree
 from testbed.sriov_topology import (
     GpuRecord,
     NetFunction,
@@ -57,6 +57,14 @@ def load_topology_file(path: Path) -> dict[str, Any]:
 
 def load_two_rail() -> dict[str, Any]:
     return load_topology_file(TWO_RAIL)
+
+
+def load_two_rail_rdma() -> dict[str, Any]:
+    """The two-rail node with RDMA on rail-a's PF only (the demo's): some VFs have an RDMA
+    device, others none."""
+    doc = load_two_rail()
+    doc["roots"][0]["pfs"][0]["rdma"] = True
+    return doc
 
 
 def _host_links(prefix: str) -> list[tuple[int, str]]:
@@ -172,6 +180,11 @@ class FakeNode:
         return self.plan.gpus
 
     @property
+    def dev_root(self) -> Path:
+        """The node's device root (its /dev): the driver's DEV_ROOT, where RDMA nodes live."""
+        return self.sysfs_root / DEV_DIR
+
+    @property
     def sysfs(self) -> FakeSysfs:
         return FakeSysfs(self.sysfs_root, self.plan)
 
@@ -192,7 +205,8 @@ class FakeNode:
         """Simulate binding a VF/PF to ``driver`` (e.g. "vfio-pci", its netdev driver, or None)."""
         devices: list[NetFunction] = [*self.pfs, *self.vfs]
         netdev = next((d.netdev for d in devices if d.pci == pci), None)
-        self.sysfs.bind(pci, driver, netdev)
+        rdma = next((vf.rdma_device for vf in self.vfs if vf.pci == pci), "")
+        self.sysfs.bind(pci, driver, netdev, rdma)
 
     def driver_of(self, pci: str) -> str | None:
         return self.sysfs.driver_of(pci)

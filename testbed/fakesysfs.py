@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 from pathlib import Path
 
 from sriov_contract.errors import ReasonedError
 from testbed.sriov_topology import BRIDGE_CLASS, GPU_CLASS, NET_CLASS, NodePlan
 
 # Top-level entries this module creates below the root; teardown removes exactly these.
-OWNED_ENTRIES = ("devices", "bus", "class")
+OWNED_ENTRIES = ("devices", "bus", "class", "dev")
+# The device root: what /dev is to a node (the driver's DEV_ROOT, CDI hostPaths point here).
+DEV_DIR = "dev"
+# RDMA character devices of the fake node carry the numbers of /dev/null: a container that opens
+# one gets an empty, harmless device, and the runtime needs a real node to hand in.
+HARMLESS_DEVICE = (1, 3)
 VFIO_DRIVERS = ("vfio-pci", "uio_pci_generic", "igb_uio")
 
 
@@ -61,7 +67,8 @@ class FakeSysfs:
                 self._pci_device(vf.pci, vf_dir, vf.vendor, vf.device, NET_CLASS, vf.numa)
                 _symlink(vf_dir / "physfn", pf_dir)
                 _symlink(pf_dir / f"virtfn{vf.vf_index}", vf_dir)
-                self.bind(vf.pci, vf.driver, vf.netdev)
+                self._rdma_char_devices(vf.rdma_device, vf.uverbs)
+                self.bind(vf.pci, vf.driver, vf.netdev, vf.rdma_device)
         for gpu in self.plan.gpus:
             self._pci_device(gpu.pci, self.device_dir(gpu.pci), gpu.vendor, gpu.device, GPU_CLASS, gpu.numa)
             self.bind(gpu.pci, gpu.driver, None)
@@ -75,13 +82,30 @@ class FakeSysfs:
         _write(path / "driver_override", "(null)")
         _symlink(self.root / "bus/pci/devices" / bdf, path)
 
-    def bind(self, bdf: str, driver: str | None, netdev: str | None) -> None:
+    def _rdma_char_devices(self, rdma_device: str, uverbs: str) -> None:
+        """The verbs device naming ``rdma_device`` in sysfs and its node under the device root,
+        plus the node-wide rdma_cm (sysfs ``class/misc/rdma_cm`` and its node)."""
+        if not rdma_device:
+            return
+        _write(self.root / "class/infiniband_verbs" / uverbs / "ibdev", rdma_device)
+        (self.root / "class/misc/rdma_cm").mkdir(parents=True, exist_ok=True)
+        for name in (uverbs, "rdma_cm"):
+            _char_device(self.root / DEV_DIR / "infiniband" / name)
+
+    def bind(self, bdf: str, driver: str | None, netdev: str | None, rdma_device: str = "") -> None:
         """Point ``bdf``'s driver link at ``driver`` (None = unbound).
 
-        Only a kernel network driver exposes a netdev: binding to vfio-pci or unbinding hides
-        ``net/<ifname>`` and ``class/net/<ifname>`` as the kernel does.
+        Only a kernel network driver exposes a netdev and an RDMA device: binding to vfio-pci or
+        unbinding hides ``net/<ifname>``, ``class/net/<ifname>`` and ``infiniband/<rdma>`` as the
+        kernel does.
         """
         path = self.device_dir(bdf)
+        if rdma_device:
+            rdma_dir = path / "infiniband" / rdma_device
+            if driver is None or driver in VFIO_DRIVERS:
+                shutil.rmtree(path / "infiniband", ignore_errors=True)
+            else:
+                rdma_dir.mkdir(parents=True, exist_ok=True)
         old = path / "driver"
         if old.is_symlink():
             (old.resolve() / bdf).unlink(missing_ok=True)
@@ -130,6 +154,18 @@ class FakeSysfs:
     def driver_of(self, bdf: str) -> str | None:
         link = self.device_dir(bdf) / "driver"
         return link.resolve().name if link.is_symlink() else None
+
+
+def _char_device(path: Path) -> None:
+    if path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(*HARMLESS_DEVICE))
+    except PermissionError:
+        # Without CAP_MKNOD (an unprivileged unit test) a plain file keeps the layout; only a real
+        # runtime, which runs as root here, needs the node itself.
+        path.touch()
 
 
 def remove_tree(root: Path) -> None:

@@ -39,6 +39,7 @@ from kubernetes.client.exceptions import ApiException
 
 from sriov_contract.errors import ReasonedError
 from testbed.deployment import BASE_DIR, CNI_NAMESPACE, DEPLOY_DIR, DRIVER_NAMESPACE, OPERATOR_DIR, REPO_ROOT
+from testbed.fakesysfs import DEV_DIR
 from testbed.realnode import KUBELET_ROOT
 from testbed.tools import ToolSet
 from testbed.waiting import WaitTimeout, wait_for
@@ -71,6 +72,7 @@ SITE_VALUES = (
     "driver.metricsPort=0",
     "cni.metricsPort=0",
     f"driver.sysfsHostPath={BED_SYSFS}",
+    f"driver.devRoot={BED_SYSFS / DEV_DIR}",
     f"cni.sysfsRoot=/hostroot{BED_SYSFS}",
 )
 
@@ -160,7 +162,13 @@ def site_patches(docs: Iterable[Mapping[str, Any]], *, auto_attach: bool = True)
         if kind == "DaemonSet" and name == DRIVER_DAEMONSET:
             pod = obj["spec"]["template"]["spec"]
             _set_env(
-                pod["containers"][0], {"MULTUS_AUTO_ATTACH": str(auto_attach).lower(), "METRICS_PORT": "0"}
+                pod["containers"][0],
+                {
+                    "MULTUS_AUTO_ATTACH": str(auto_attach).lower(),
+                    "METRICS_PORT": "0",
+                    # The fake node's device nodes, as its containerd sees them (CDI hostPaths).
+                    "DEV_ROOT": str(BED_SYSFS / DEV_DIR),
+                },
             )
             _bed_sysfs(pod)
         elif kind == "DaemonSet" and name == NODE_STATE_DAEMONSET:

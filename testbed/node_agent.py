@@ -21,6 +21,7 @@ from testbed.bed import TestBed
 from testbed.claims import custom_objects
 from testbed.fake_kubelet import KubeletDirs
 from testbed.fakenode import FakeNode
+from testbed.fakesysfs import DEV_DIR
 from testbed.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
@@ -77,6 +78,7 @@ class Agent(processes.LoggedChild):
             "KUBELET_REGISTRAR_DIRECTORY_PATH": str(dirs.registry),
             "KUBELET_PLUGINS_DIRECTORY_PATH": str(dirs.plugins),
             "SYSFS_ROOT": str(sysfs),
+            "DEV_ROOT": str(sysfs / DEV_DIR),
             "KUBECONFIG": str(testbed.kubeconfig_for("driver")),
             "CONFIGURATION_MODE": "MULTUS",
         }

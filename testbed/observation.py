@@ -47,6 +47,21 @@ def _partner(template_constraints: Sequence[Mapping[str, Any]], request: str) ->
     return ""
 
 
+def _device_infos(pod: Mapping[str, Any]) -> dict[str, str]:
+    """network-status entry name -> the RDMA device its device-info names."""
+    text = ((pod.get("metadata") or {}).get("annotations") or {}).get(keys.NETWORK_STATUS_ANNOTATION)
+    try:
+        entries = json.loads(text) if text else []
+    except ValueError:
+        return {}
+    out = {}
+    for entry in entries:
+        rdma = ((entry.get("device-info") or {}).get("pci") or {}).get("rdma-device")
+        if rdma:
+            out[str(entry.get("name"))] = str(rdma)
+    return out
+
+
 def observe(stack: Stack, pod: Mapping[str, Any]) -> Observed:
     namespace = pod["metadata"]["namespace"]
     live = stack.cluster.read_pod(namespace, pod["metadata"]["name"]) or {}
@@ -59,6 +74,7 @@ def observe(stack: Stack, pod: Mapping[str, Any]) -> Observed:
     by_pci = {shadow_binding(s)["pciAddress"]: s for s in shadows}
     links = ns_links(stack.kubelet.netns_path(live["metadata"]["uid"]))
     published = stack.driver.published()
+    device_infos = _device_infos(live)
     rows = []
     ours = sorted((r for r in results if r["driver"] == DRIVER), key=lambda r: r["request"])
     # An extended-resource request allocates all its devices under one request name.
@@ -87,6 +103,7 @@ def observe(stack: Stack, pod: Mapping[str, Any]) -> Observed:
                 shadow_nad=str(shadow["metadata"]["name"]) if shadow else "-",
                 interface=interface,
                 ip=",".join(addresses) or "-",
+                rdma=device_infos.get(f"{namespace}/{shadow['metadata']['name']}", "-") if shadow else "-",
             )
         )
     return Observed(live, claim, shadows, links, rows)

@@ -23,6 +23,8 @@ class Row:
     shadow_nad: str
     interface: str
     ip: str
+    # The RDMA device network-status names for the interface (its device-info); "-" for none.
+    rdma: str = "-"
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,18 @@ class Result:
         return {**asdict(self), "ok": self.ok}
 
 
-COLUMNS = ("request", "GPU", "VF PCI", "pcieRoot", "rail", "source NAD", "shadow NAD", "interface", "IP")
+COLUMNS = (
+    "request",
+    "GPU",
+    "VF PCI",
+    "pcieRoot",
+    "rail",
+    "source NAD",
+    "shadow NAD",
+    "interface",
+    "IP",
+    "RDMA",
+)
 
 
 def render_table(rows: Sequence[Row]) -> str:

@@ -29,9 +29,11 @@ from testbed.checks import (
     check_interfaces,
     check_no_user_selection,
     check_pcie_roots,
+    check_rdma,
     check_shadow_content,
     check_shadows,
     check_sources_unchanged,
+    rdma_vfs,
     teardown_checks,
 )
 from testbed.claims import RESOURCE_API
@@ -132,6 +134,8 @@ def spec_checks(stack: Stack, run: Running, obs: Observed, *, gpus: int, vfs: in
     ]
     if gpus:
         checks.append(check_pcie_roots(stack, obs))
+    if rdma_vfs(stack, obs):
+        checks.append(check_rdma(stack, obs, str(run.pod["spec"]["containers"][0]["name"])))
     checks += [
         check_no_user_selection(obs, run.workload, source_names),
         check_sources_unchanged(run.sources, source_snapshot(stack, run.workload)),

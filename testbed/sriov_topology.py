@@ -36,6 +36,7 @@ class PfSpec:
     first_vf_offset: int
     rail: str
     subnet: str
+    rdma: bool = False
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,10 @@ class VfRecord(NetFunction):
     pf: str
     pf_pci: str
     vf_index: int
+    # The VF's RDMA device and verbs character device ("" when its PF has no RDMA): names are
+    # numbered across the node as the kernel does (mlx5_0, mlx5_1, ...; uverbs0, uverbs1, ...).
+    rdma_device: str = ""
+    uverbs: str = ""
 
 
 @dataclass(frozen=True)
@@ -177,6 +182,7 @@ def _parse_pf(raw: Mapping[str, Any], where: str) -> PfSpec:
         first_vf_offset=int(raw.get("firstVfOffset", 2)),
         rail=str(raw.get("rail", name)),
         subnet=str(raw.get("subnet", "")),
+        rdma=bool(raw.get("rdma", False)),
     )
 
 
@@ -249,6 +255,7 @@ def plan_node(topology: Topology, prefix: str) -> NodePlan:
     gpus: list[GpuRecord] = []
     device_paths: dict[str, str] = {}
     bridge_paths: dict[str, str] = {}
+    rdma_count = 0
     for root in topology.roots:
         root_dir = f"pci{root.domain_bus}"
         pcie_root = root_dir
@@ -266,6 +273,10 @@ def plan_node(topology: Topology, prefix: str) -> NodePlan:
                 if bdf in device_paths:
                     raise _topology_error(f"VF {index} of PF {pf.name} would reuse PCI address {bdf}")
                 device_paths[bdf] = f"{bridge_path}/{bdf}"
+                rdma = ("", "")
+                if pf.rdma:
+                    rdma = (f"mlx5_{rdma_count}", f"uverbs{rdma_count}")
+                    rdma_count += 1
                 vfs.append(
                     VfRecord(
                         pci=bdf,
@@ -281,6 +292,8 @@ def plan_node(topology: Topology, prefix: str) -> NodePlan:
                         vendor=pf.vendor,
                         device=pf.vf_device,
                         driver=pf.driver,
+                        rdma_device=rdma[0],
+                        uverbs=rdma[1],
                     )
                 )
             pfs.append(

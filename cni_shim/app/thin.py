@@ -16,6 +16,7 @@ from cni_shim.handler import Services
 from cni_shim.kube.eventwriter import ThinEvents
 from cni_shim.node.cache import FileCacheStore
 from cni_shim.node.conffiles import NodeConfFiles
+from cni_shim.node.devinfofiles import NodeDeviceInfoFiles
 from cni_shim.node.execution import ProcessExecutor
 from cni_shim.node.logs import Logger
 from cni_shim.node.routes import IpRoutes
@@ -83,4 +84,5 @@ def services(env: Mapping[str, str]) -> Services:
         events=ThinEvents(lambda: next((c for c in clients.values() if c is not None), None)),
         versions_for=lambda cni_dir: FileVersionCache(executor, os.path.join(cni_dir, VERSIONS_DIR)),
         devices_for=node_devices,
+        device_info_files=NodeDeviceInfoFiles(),
     )

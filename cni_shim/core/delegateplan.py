@@ -36,6 +36,8 @@ class PlannedDelegate(TypedTuple):
     # Multus default-route handling (ADD only): replace this interface's default routes.
     route_override: bool = False
     default_route: tuple[str, ...] = ()
+    # Multus device-info for network-status and the CNIDeviceInfoFile its capability args name.
+    device_info: dict[str, Any] = {}
     # `conf` as the request that planned this delegate parsed it; never stored. A plan read back
     # from disk has none, and parses its bytes where a verb first needs them (so a damaged entry
     # fails that verb, not the reading of the plan).
@@ -74,6 +76,8 @@ class Plan(TypedTuple):
                     "capabilityArgs": d.capability_args,
                     "cniArgs": [list(p) for p in d.cni_args],
                     "addArgs": [list(p) for p in d.add_args],
+                    # Only when there is some: plans without it keep their bytes.
+                    **({"deviceInfo": d.device_info} if d.device_info else {}),
                 }
                 for d in self.delegates
             ],
@@ -112,6 +116,7 @@ def from_bytes(data: bytes, where: str) -> Plan:
                     capability_args=dict(d["capabilityArgs"]),
                     cni_args=_pairs(d["cniArgs"]),
                     add_args=_pairs(d.get("addArgs", [])),
+                    device_info=dict(d.get("deviceInfo") or {}),
                 )
                 for d in doc["delegates"]
             ),

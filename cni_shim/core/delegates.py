@@ -51,6 +51,8 @@ class Candidate(TypedTuple):
     bound_pci: str = ""
     resource_name: str = ""
     foreign: str = ""
+    # The network-status device-info of a verified shadow that carries the driver's (spec 10.4).
+    device_info: dict[str, Any] | None = None
 
 
 def _err(reason: str, message: str) -> CniError:
@@ -280,7 +282,7 @@ def capability_args(
             caps["infinibandGUID"] = sel.infiniband_guid
         if sel.device_id:
             caps["deviceID"] = sel.device_id
-    if caps.get("deviceID"):
+    if caps.get("deviceID") or cand.device_info:
         caps["CNIDeviceInfoFile"] = _DEVINFO_DIR + f"{cand.name}-{container_id}_{ifname}".replace("/", "-")
     return {k: v for k, v in caps.items() if v not in (None, "", [], {})}
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from cni_shim import reasons
+from cni_shim.core import netstatus
 from cni_shim.core.delegates import spec_config
 from cni_shim.errors import INVALID_NETWORK_CONFIG, CniError
 from sriov_contract import keys
@@ -27,8 +28,10 @@ TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI s
 if TYPE_CHECKING:
     from typing import Any
 
+    Json = dict[str, Any]
+
 # Metaplugins allowed after the one sriov entry of a managed conflist (spec 7, step 5).
-CHAIN_ALLOWLIST = ("tuning",)
+CHAIN_ALLOWLIST = ("tuning", "rdma")
 
 
 def _reject(reason: str, what: str, why: str) -> CniError:
@@ -114,6 +117,14 @@ def _static_sriov_pci(config: bytes, what: str) -> str:
             what,
             f"pciBusID {first.get('pciBusID')!r} differs from deviceID {pci}",
         )
+    # The rdma plugin moves the RDMA device of the VF its deviceID names: it must be this VF's.
+    for p in plugins[1:]:
+        if p.get("type") == "rdma" and p.get("deviceID") != pci:  # type: ignore[union-attr]
+            raise _reject(
+                reasons.MANAGED_SHADOW_PCI_MISMATCH,
+                what,
+                f"rdma plugin deviceID {p.get('deviceID')!r} differs from deviceID {pci}",  # type: ignore[union-attr]
+            )
     return pci
 
 
@@ -214,6 +225,31 @@ def check_left_behind(nad: Mapping[str, Any], namespace: str, pod_name: str, pod
     _check_protected_owner(meta, pod_uid, what, pod_name)
     _check_config(spec_config(nad), binding, what)
     return binding
+
+
+def device_info(nad: Mapping[str, Any], bound_pci: str) -> Json | None:
+    """The network-status device-info of a verified shadow, from the driver's frozen device-info
+    annotation (spec 10.4); None when it has none. It must describe the bound VF."""
+    meta = nad.get("metadata") or {}
+    text = (meta.get("annotations") or {}).get(keys.DEVICE_INFO_ANNOTATION)
+    if text is None:
+        return None
+    what = f"{meta.get('namespace')}/{meta.get('name')}"
+    from sriov_contract.deviceinfo import parse_device_info  # noqa: PLC0415 - only shadows that carry it
+
+    try:
+        info = parse_device_info(str(text))
+    except ContractError as exc:
+        raise _reject(
+            reasons.MANAGED_SHADOW_BINDING_INVALID, what, f"{keys.DEVICE_INFO_ANNOTATION} is unusable ({exc})"
+        ) from exc
+    if info.pci_address != bound_pci:
+        raise _reject(
+            reasons.MANAGED_SHADOW_PCI_MISMATCH,
+            what,
+            f"device info of {info.pci_address} differs from bound PCI {bound_pci}",
+        )
+    return netstatus.pci_device_info(info.pci_address, info.pf_pci_address, info.rdma_device)
 
 
 def _binding(meta: Mapping[str, Any], what: str) -> Binding:

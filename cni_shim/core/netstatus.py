@@ -26,8 +26,27 @@ def _is_default(route: Json) -> bool:
         return False
 
 
+def pci_device_info(pci_address: str, pf_pci_address: str = "", rdma_device: str = "") -> Json:
+    """Multus's `device-info` for a PCI device (the DeviceInfo of the NAD client, version 1.1.0),
+    as network-status and a CNIDeviceInfoFile hold it; empty members are left out, as Go's
+    omitempty leaves them out."""
+    pci: Json = {"pci-address": pci_address}
+    if rdma_device:
+        pci["rdma-device"] = rdma_device
+    if pf_pci_address:
+        pci["pf-pci-address"] = pf_pci_address
+    return {"type": "pci", "version": "1.1.0", "pci": pci}
+
+
 def _entry(
-    name: str, iface: Json | None, ips: list[str], gateways: list[str], dns: Json, *, default: bool
+    name: str,
+    iface: Json | None,
+    ips: list[str],
+    gateways: list[str],
+    dns: Json,
+    *,
+    default: bool,
+    device_info: Json | None = None,
 ) -> Json:
     entry: Json = {"name": name}
     if iface is not None:
@@ -41,13 +60,15 @@ def _entry(
     if default:
         entry["default"] = True
     entry["dns"] = dns
+    if device_info:
+        entry["device-info"] = device_info
     if gateways:
         entry["gateway"] = gateways
     return entry
 
 
-def statuses(result: Json, delegate_name: str, master: bool) -> list[Json]:
-    """NAD-client CreateNetworkStatuses for one delegate's 1.x result."""
+def statuses(result: Json, delegate_name: str, master: bool, device_info: Json | None = None) -> list[Json]:
+    """NAD-client CreateNetworkStatuses for one delegate's 1.x result, with its device-info."""
     interfaces: list[Json] = result.get("interfaces") or []
     ips: list[Json] = result.get("ips") or []
     gateways = [str(r["gw"]) for r in result.get("routes") or [] if r.get("gw") and _is_default(r)]
@@ -58,7 +79,17 @@ def statuses(result: Json, delegate_name: str, master: bool) -> list[Json]:
 
     if len(interfaces) == 1:
         iface = interfaces[0] if interfaces[0].get("sandbox") else None
-        return [_entry(delegate_name, iface, [bare(ip) for ip in ips], gateways, dns, default=master)]
+        return [
+            _entry(
+                delegate_name,
+                iface,
+                [bare(ip) for ip in ips],
+                gateways,
+                dns,
+                default=master,
+                device_info=device_info,
+            )
+        ]
     sandboxed = [i for i, iface in enumerate(interfaces) if iface.get("sandbox")]
     if not sandboxed:
         return []
@@ -75,7 +106,15 @@ def statuses(result: Json, delegate_name: str, master: bool) -> list[Json]:
         with_gw = next((ip for ip in ips if ip.get("gateway") and isinstance(ip.get("interface"), int)), None)
         default_index = with_gw["interface"] if with_gw is not None else sandboxed[0]
     return [
-        _entry(delegate_name, interfaces[i], per_iface[i], gateways, dns, default=i == default_index)
+        _entry(
+            delegate_name,
+            interfaces[i],
+            per_iface[i],
+            gateways,
+            dns,
+            default=i == default_index,
+            device_info=device_info,
+        )
         for i in sandboxed
     ]
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         CacheStore,
         Clock,
         ConfFiles,
+        DeviceInfoFiles,
         EventSink,
         Executor,
         Fanout,
@@ -75,6 +76,8 @@ class Services(TypedTuple):
     devices_for: Callable[[NetConf], NodeDevices] | None = None
     # Runs one wave of delegates (cni_shim.core.delegatewaves) at once; tests plug in an order.
     fanout: Fanout = run_at_once
+    # Multus's CNIDeviceInfoFile files (cni_shim.handler.devinfo); None writes none.
+    device_info_files: DeviceInfoFiles | None = None
 
 
 def handle(req: protocol.Request, svc: Services) -> Json | None:

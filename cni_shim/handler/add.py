@@ -9,7 +9,7 @@ from cni_shim import reasons
 from cni_shim.core import delegateplan, delegatewaves, netstatus, podevents, results
 from cni_shim.core.network import Network
 from cni_shim.errors import INTERNAL, TRY_AGAIN_LATER, ApiError, CniError
-from cni_shim.handler import devicegate
+from cni_shim.handler import devicegate, devinfo
 from cni_shim.handler.candidates import base_candidates, pod_candidates
 from cni_shim.handler.context import Context, kube, multus_context, runtime_conf, wait_readiness
 from cni_shim.handler.plan import plan
@@ -57,6 +57,7 @@ def add(ctx: Context) -> Json:
         f"{ctx.cmd_err()}error saving the delegates: saveDelegates: error in saving the delegates : "
     ):
         ctx.store.save_plan(ctx.req.container_id, the_plan.to_bytes())
+    devinfo.write_files(ctx, the_plan.delegates)
     master_result, entries = _run_delegates(ctx, the_plan, pod)
     # Handed over before the status write: thin mode writes them beside it, not after it.
     ctx.publish_events()
@@ -115,7 +116,7 @@ def _run_delegates(ctx: Context, the_plan: delegateplan.Plan, pod: Json | None) 
                     ctx.record_event(pod, podevents.NORMAL, podevents.ADDED_INTERFACE, message)
             if master_result is None or d.master:
                 master_result = result
-            entries.extend(netstatus.statuses(result, d.name, d.master))
+            entries.extend(netstatus.statuses(result, d.name, d.master, d.device_info or None))
     assert master_result is not None  # a plan always has a master delegate
     return master_result, entries
 

@@ -103,17 +103,25 @@ def _nad_candidate(
     shadow = keys.BINDING_ANNOTATION in annotations
     managed = guarded and shadow
     bound_pci = foreign = ""
+    info = None
     if shadow:
         from cni_shim.core import guard  # noqa: PLC0415 - contract parsers only for Pods that use shadows
 
         if guarded:
             bound_pci = guard.check_shadow(nad, sel, pod, registry)
+            info = guard.device_info(nad, bound_pci)
         else:
             # A DEL rebuilding what it has no cache for: a shadow that is not this Pod's is never run.
             try:
                 bound_pci = guard.check_bound(nad, pod)
             except CniError as exc:
                 foreign = f"{exc.reason}: {exc.message}"
+            else:
+                # Only to name the CNIDeviceInfoFile this DEL removes; a bad one removes none.
+                try:
+                    info = guard.device_info(nad, bound_pci)
+                except CniError:
+                    info = None
     what = f"NetworkAttachmentDefinition {sel.namespace}/{sel.name}"
     net = delegates.nad_network(nad, ctx.conf.conf_dir, ctx.svc.conf_files, what)
     resource_name = annotations.get(keys.RESOURCE_NAME_ANNOTATION)
@@ -121,6 +129,7 @@ def _nad_candidate(
         bound_pci=bound_pci,
         resource_name=resource_name if isinstance(resource_name, str) else "",
         foreign=foreign,
+        device_info=info,
     )
 
 

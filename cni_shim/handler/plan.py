@@ -54,6 +54,7 @@ def plan(ctx: Context, candidates: Sequence[Candidate], *, probe: bool) -> deleg
             add_args=delegates.add_args(cand),
             route_override=override,
             default_route=cand.selection.default_route if cand.selection is not None else (),
+            device_info=cand.device_info or {},
             parsed=net,
         )
         for cand, ifname, net in zip(candidates, names, networks, strict=True)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from cni_shim.core import cniargs, delegateplan, delegatewaves
 from cni_shim.core.network import Network
 from cni_shim.errors import INTERNAL, CniError
+from cni_shim.handler import devinfo
 from cni_shim.handler.context import Context, request_plan, runtime_conf
 from cni_shim.runner import Runner
 
@@ -52,6 +53,7 @@ def delete_plan(ctx: Context, p: delegateplan.Plan) -> list[tuple[delegateplan.P
                 failures.append((d, answer.wrap(verb_context("Del", d.network()))))
             elif isinstance(answer, BaseException):
                 raise answer
+    devinfo.remove_files(ctx, p.delegates)
     return failures
 
 

@@ -24,6 +24,8 @@ class Config:
     registrar_dir: Path = Path("/var/lib/kubelet/plugins_registry")
     plugins_dir: Path = Path("/var/lib/kubelet/plugins")
     sysfs_root: Path = Path("/sys")
+    # Where the host's device nodes live, as CDI hostPaths: /dev on a node, a fake tree in the bed.
+    dev_root: Path = Path("/dev")
     configuration_mode: str = STANDALONE
     multus_auto_attach: bool = False
     healthcheck_port: int = -1

@@ -253,6 +253,7 @@ def run(cfg: Config, stop: threading.Event) -> None:
         node_uid=node_uid,
         listings=ApiListings(KubeShadowLister(api), KubeClaims(api), KubePods(api)) if managed else None,
         pci_of={name: vf.pci_address for name, vf in state.inventory().items()},
+        rdma_of={name: vf.rdma for name, vf in state.inventory().items() if vf.rdma is not None},
         now=datetime.now(UTC),
         tell=lambda recovery: tell_recovery(recovery, metrics, KubeEvents(api), node_uid),
     )
@@ -282,7 +283,7 @@ def run(cfg: Config, stop: threading.Event) -> None:
         node_name=cfg.node_name,
         inventory=lambda name: state.lookup(name)[0],
         checkpoint=checkpoint,
-        cdi_specs=CdiDir(cfg.cdi_root),
+        cdi_specs=CdiDir(cfg.cdi_root, dev_root=cfg.dev_root),
         vf_driver=SysfsVfDriver(cfg.sysfs_root),
     )
     service: NodeService = PlainPreparer(claims=KubeClaims(api), devices=devices, checkpoint=checkpoint)

@@ -20,15 +20,16 @@ from functools import lru_cache
 from typing import Any, Final
 
 from sriov_contract.binding import Binding, SourceRef
+from sriov_contract.deviceinfo import DEVICE_INFO_VERSION, DeviceInfo
 from sriov_contract.errors import ReasonedError
 from sriov_contract.identity import BindingIdentity, config_sha256
-from sriov_contract.keys import PROTOCOL_VERSION
+from sriov_contract.keys import BINDING_ANNOTATION, DEVICE_INFO_ANNOTATION, PROTOCOL_VERSION
 from sriov_contract.registry import RegistryEntry
 from sriov_dra import reasons
 from sriov_dra.core.claimrecord import ClaimRecord, PreparedDevice
 from sriov_dra.core.selection import ManagedBinding
 from sriov_dra.core.template import NamespacedName
-from sriov_dra.model import DRIVER_NAME
+from sriov_dra.model import DRIVER_NAME, VirtualFunction
 
 RECORD_VERSION: Final = 1
 PENDING: Final = "Pending"
@@ -58,6 +59,10 @@ class BindingRecord:
     config: str
     """The frozen spec.config text of the shadow, exactly as rendered."""
     shadow_uid: str = ""
+    # What discovery knew of the VF when the binding was planned, frozen with it (spec 10.4): the
+    # shadow's device-info annotation. Records from before it have no PF address and no annotation.
+    pf_pci_address: str = ""
+    rdma_device: str = ""
 
     @property
     def attachment_id(self) -> str:
@@ -85,6 +90,20 @@ class BindingRecord:
             interface=self.interface,
             config_sha256=self.config_sha256,
         )
+
+    def device_info(self) -> DeviceInfo | None:
+        """The shadow's device-info annotation, or None for a record planned before it existed."""
+        if not self.pf_pci_address:
+            return None
+        return DeviceInfo(DEVICE_INFO_VERSION, self.pci_address, self.pf_pci_address, self.rdma_device)
+
+    def annotations(self) -> dict[str, str]:
+        """The driver's annotations on the shadow: the binding, and the device info when recorded."""
+        out = {BINDING_ANNOTATION: self.binding().to_json()}
+        info = self.device_info()
+        if info is not None:
+            out[DEVICE_INFO_ANNOTATION] = info.to_json()
+        return out
 
     def managed_selection(self) -> ManagedBinding:
         """The Pod selection and registry entry; only valid once the shadow UID is known."""
@@ -120,6 +139,12 @@ class BindingRecord:
             "config": self.config,
             "configSHA256": self.config_sha256,
             "shadowUID": self.shadow_uid,
+            # Optional and additive (spec 6.3): a record without them reads as before.
+            **(
+                {"pfPciAddress": self.pf_pci_address, "rdmaDevice": self.rdma_device}
+                if self.pf_pci_address
+                else {}
+            ),
         }
 
 
@@ -186,6 +211,7 @@ def _decoded(inputs: str) -> BindingRecord:
             ),
             config=_field(raw, "config", str, where),
             shadow_uid=_field(raw, "shadowUID", str, where),
+            **_device_fields(raw, where),
         )
     except BindingRecordError:
         raise
@@ -204,6 +230,23 @@ def _decoded(inputs: str) -> BindingRecord:
                 "not changed. Drain the node and inspect it",
             )
     return record
+
+
+def frozen_device_info(vf: VirtualFunction) -> dict[str, str]:
+    """The BindingRecord fields a VF's discovery fills in: its PF and its RDMA device name."""
+    return {"pf_pci_address": vf.pf_pci_address, "rdma_device": vf.rdma.name if vf.rdma else ""}
+
+
+def _device_fields(raw: Mapping[str, Any], where: str) -> dict[str, str]:
+    if "pfPciAddress" not in raw:
+        return {}
+    out = {
+        "pf_pci_address": _field(raw, "pfPciAddress", str, where),
+        "rdma_device": _field(raw, "rdmaDevice", str, where),
+    }
+    # Validated as the annotation will be, so a bad record fails here and not at shadow creation.
+    DeviceInfo(DEVICE_INFO_VERSION, "0000:00:00.0", out["pf_pci_address"], out["rdma_device"])
+    return out
 
 
 def records_of(claim: ClaimRecord) -> list[tuple[PreparedDevice, BindingRecord]]:

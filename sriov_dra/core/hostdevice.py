@@ -13,8 +13,10 @@ from typing import Any
 from sriov_dra.core.cdinames import claim_device_id, env_name, pod_device_id
 from sriov_dra.core.claimrecord import PreparedDevice
 from sriov_dra.core.vfconfig import VfConfig
+from sriov_dra.model import RdmaDevice
 
 VFIO_DRIVER = "vfio-pci"
+RDMA_DEV_DIR = "/dev/infiniband"
 
 
 def vf_config_json(config: VfConfig) -> dict[str, Any]:
@@ -29,6 +31,23 @@ def vf_config_json(config: VfConfig) -> dict[str, Any]:
     return {k: v for k, v in out.items() if v}
 
 
+def rdma_edits(infix: str, rdma: RdmaDevice, env: dict[str, str]) -> list[str]:
+    """The device nodes of an RDMA device, adding to `env` the variables that name them.
+
+    The variable names are the ones the upstream driver sets, so a container finds its RDMA device
+    the same way under either driver.
+    """
+    env[f"SRIOVNETWORK_{infix}_RDMA_DEVICE"] = rdma.name
+    nodes = []
+    if rdma.uverbs:
+        nodes.append(f"{RDMA_DEV_DIR}/{rdma.uverbs}")
+        env[f"SRIOVNETWORK_{infix}_RDMA_UVERB"] = nodes[-1]
+    if rdma.rdma_cm:
+        nodes.append(f"{RDMA_DEV_DIR}/rdma_cm")
+        env[f"SRIOVNETWORK_{infix}_RDMA_CM"] = nodes[-1]
+    return nodes
+
+
 def prepared_device(
     *,
     claim_uid: str,
@@ -41,8 +60,10 @@ def prepared_device(
     original_driver: str,
     binding: Mapping[str, Any] | None,
     iommu_group: str | None = None,
+    rdma: RdmaDevice | None = None,
 ) -> PreparedDevice:
-    """The record of one prepared VF; `iommu_group` is required (and only read) for vfio-pci."""
+    """The record of one prepared VF; `iommu_group` is required (and only read) for vfio-pci;
+    `rdma` is the VF's RDMA device as bound now (None without one: not an error)."""
     infix = env_name(name)
     env = {
         f"SRIOVNETWORK_VF_DEVICE_{infix}": pci_address,
@@ -54,6 +75,8 @@ def prepared_device(
         env[f"SRIOVNETWORK_{infix}_VFIO_DEVICE"] = nodes[0]
     if config.add_vhost_mount:
         nodes += ["/dev/vhost-net", "/dev/net/tun"]
+    if rdma is not None:
+        nodes += rdma_edits(infix, rdma, env)
     return PreparedDevice(
         request_names=(request.split("/", 1)[0],),
         pool=pool,

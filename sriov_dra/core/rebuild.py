@@ -19,9 +19,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from sriov_contract.binding import Binding, parse_binding
+from sriov_contract.deviceinfo import parse_device_info
 from sriov_contract.errors import ReasonedError
 from sriov_contract.identity import BindingIdentity
-from sriov_contract.keys import BINDING_ANNOTATION, NODE_UID_LABEL, PROTOCOL_VERSION, REGISTRY_ANNOTATION
+from sriov_contract.keys import (
+    BINDING_ANNOTATION,
+    DEVICE_INFO_ANNOTATION,
+    NODE_UID_LABEL,
+    PROTOCOL_VERSION,
+    REGISTRY_ANNOTATION,
+)
 from sriov_contract.registry import parse_registry
 from sriov_dra.core.bindingrecord import PENDING, BindingRecord, records_of
 from sriov_dra.core.checkpointrecovery import NotRebuilt
@@ -29,7 +36,7 @@ from sriov_dra.core.claimrecord import ClaimRecord, PreparedDevice
 from sriov_dra.core.hostdevice import prepared_device
 from sriov_dra.core.shadowspec import check_shadow
 from sriov_dra.core.vfconfig import effective_vf_config
-from sriov_dra.model import DRIVER_NAME
+from sriov_dra.model import DRIVER_NAME, RdmaDevice
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,7 @@ class _Api:
     node_name: str
     node_uid: str
     pci_of: Mapping[str, str]
+    rdma_of: Mapping[str, RdmaDevice]
 
 
 class _Refused(Exception):
@@ -88,11 +96,13 @@ def rebuild(
     node_name: str,
     node_uid: str,
     pci_of: Mapping[str, str],
+    rdma_of: Mapping[str, RdmaDevice] | None = None,
 ) -> Rebuild:
     """Records for this node's shadows that `known` does not account for.
 
     `claims` and `pods` are indexed by UID (a missing Pod only costs the selection order);
-    `pci_of` maps this node's device names to PCI addresses.
+    `pci_of` maps this node's device names to PCI addresses, `rdma_of` to their RDMA devices (a
+    rebuilt record hands the container what the first prepare did).
     """
     accounted = _accounted(known.values())
     by_claim: dict[str, list[_Shadow]] = {}
@@ -113,7 +123,7 @@ def rebuild(
             refused.append(NotRebuilt(*where, "its claim is recorded without this binding"))
             continue
         by_claim.setdefault(binding.claim_uid, []).append(_Shadow(obj, binding))
-    api = _Api(claims, pods, node_name, node_uid, pci_of)
+    api = _Api(claims, pods, node_name, node_uid, pci_of, rdma_of or {})
     records = []
     for claim_uid, group in sorted(by_claim.items()):
         try:
@@ -163,6 +173,7 @@ def _claim_record(claim_uid: str, group: Sequence[_Shadow], api: _Api) -> ClaimR
             pci_address=shadow.binding.pci_address,
             source=shadow.binding.source,
             config=str((shadow.obj.get("spec") or {}).get("config", "")),
+            **_device_info_of(shadow),
         )
         try:
             check_shadow(shadow.obj, record, releasing=True, binding=shadow.binding)
@@ -179,6 +190,7 @@ def _claim_record(claim_uid: str, group: Sequence[_Shadow], api: _Api) -> ClaimR
                 config=config,
                 original_driver="",
                 binding=record.to_json(),
+                rdma=api.rdma_of.get(name),
             )
         )
     if by_pci:
@@ -186,6 +198,18 @@ def _claim_record(claim_uid: str, group: Sequence[_Shadow], api: _Api) -> ClaimR
     return ClaimRecord(
         claim_uid, str(meta.get("namespace", "")), str(meta.get("name", "")), pod_uid, tuple(prepared)
     )
+
+
+def _device_info_of(shadow: _Shadow) -> dict[str, str]:
+    """The frozen device info the shadow carries (none from drivers before it), back into the record."""
+    text = ((shadow.obj.get("metadata") or {}).get("annotations") or {}).get(DEVICE_INFO_ANNOTATION)
+    if text is None:
+        return {}
+    try:
+        info = parse_device_info(str(text))
+    except ReasonedError as exc:
+        raise _Refused(f"unreadable device info: {exc.message}") from exc
+    return {"pf_pci_address": info.pf_pci_address, "rdma_device": info.rdma_device}
 
 
 def _selection_order(pod: Mapping[str, Any] | None) -> dict[str, int]:

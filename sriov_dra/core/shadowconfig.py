@@ -22,7 +22,10 @@ from sriov_lib.rawjson import JsonObject
 
 SRIOV_TYPE: Final = "sriov"
 # Metaplugins that only adjust the interface sriov created; extend with plugin-specific tests.
-ALLOWED_METAPLUGINS: Final = frozenset({"tuning"})
+# `rdma` moves the VF's RDMA device into the Pod's namespace with its netdev (a node in exclusive
+# RDMA netns mode); it finds the device by the same deviceID, which rendering gives it.
+RDMA_TYPE: Final = "rdma"
+ALLOWED_METAPLUGINS: Final = frozenset({"tuning", RDMA_TYPE})
 # sriov-cni needs a result that can carry interfaces, so the pre-0.3.0 versions cannot work.
 SUPPORTED_CNI_VERSIONS: Final = frozenset({"0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"})
 CRITICAL_KEYS: Final = frozenset({"type", "plugins", "name", "deviceID", "pciBusID", "ipam"})
@@ -85,6 +88,10 @@ def render_shadow_config(source_nad: Mapping[str, Any], allocated_pci: str) -> R
     index, plugin = _select_sriov_plugin(ref, root)
     where = "the sriov plugin" if index is None else f"plugins[{index}]"
     _inject_pci(ref, plugin, where, pci)
+    chain = root.get("plugins")
+    for i, entry in enumerate(chain if isinstance(chain, list) else []):
+        if isinstance(entry, JsonObject) and entry.get("type") == RDMA_TYPE:
+            _inject_pci(ref, entry, f"plugins[{i}]", pci)
     _check_ipam(ref, plugin, where)
     name = _materialize_name(ref, root, nad_name)
     config = rawjson.dumps(root).encode()

@@ -11,7 +11,12 @@ from typing import Any, Final
 
 from sriov_contract.binding import Binding, parse_binding
 from sriov_contract.errors import ReasonedError
-from sriov_contract.keys import BINDING_ANNOTATION, PROTECTION_FINALIZER, shadow_labels
+from sriov_contract.keys import (
+    BINDING_ANNOTATION,
+    DEVICE_INFO_ANNOTATION,
+    PROTECTION_FINALIZER,
+    shadow_labels,
+)
 from sriov_dra import reasons
 from sriov_dra.core.bindingrecord import BindingRecord
 from sriov_dra.core.selection import json_pointer
@@ -49,7 +54,7 @@ def shadow_object(record: BindingRecord) -> dict[str, Any]:
             "labels": shadow_labels(
                 record.identity.pod_uid, record.identity.claim_uid, record.identity.node_uid
             ),
-            "annotations": {BINDING_ANNOTATION: record.binding().to_json()},
+            "annotations": record.annotations(),
             "ownerReferences": [owner_reference(record)],
             "finalizers": [PROTECTION_FINALIZER],
         },
@@ -125,6 +130,9 @@ def check_shadow(
         raise shadow_conflict(
             record, "its binding annotation records another source, PCI address or interface"
         )
+    info = record.device_info()
+    if (meta.get("annotations") or {}).get(DEVICE_INFO_ANNOTATION) != (info.to_json() if info else None):
+        raise shadow_conflict(record, f"its {DEVICE_INFO_ANNOTATION} annotation differs from the frozen one")
     if (obj.get("spec") or {}).get("config") != record.config:
         raise shadow_conflict(record, "its spec.config differs from the frozen configuration")
     pods = [r for r in meta.get("ownerReferences") or [] if r.get("kind") == "Pod"]
@@ -166,12 +174,12 @@ def restore_owned_patch(obj: Mapping[str, Any], record: BindingRecord) -> list[d
     )
     labels = dict(meta.get("labels") or {})
     annotations = dict(meta.get("annotations") or {})
-    binding = record.binding().to_json()
+    ours = record.annotations()
     config = (obj.get("spec") or {}).get("config")
     if (
         config == record.config
         and all(labels.get(k) == v for k, v in expected_labels.items())
-        and annotations.get(BINDING_ANNOTATION) == binding
+        and all(annotations.get(k) == v for k, v in ours.items())
     ):
         return None
     return [
@@ -186,7 +194,7 @@ def restore_owned_patch(obj: Mapping[str, Any], record: BindingRecord) -> list[d
         {
             "op": "add",
             "path": json_pointer("metadata", "annotations"),
-            "value": {**annotations, BINDING_ANNOTATION: binding},
+            "value": {**annotations, **ours},
         },
     ]
 

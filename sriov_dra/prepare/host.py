@@ -126,6 +126,7 @@ class HostDevices:
     ) -> PreparedDevice:
         bdf = a.vf.pci_address
         group = None
+        rdma = None
         if a.config.driver == VFIO_DRIVER:
             group = self._vf_driver.iommu_group(bdf)
             if group is None:
@@ -134,6 +135,8 @@ class HostDevices:
                 )
         elif a.config.driver not in USERSPACE_DRIVERS:
             self._vf_driver.verify_kernel_netdev(bdf)
+            # Read after binding: the RDMA device exists only while a kernel driver holds the VF.
+            rdma = self._vf_driver.rdma(bdf)
         return prepared_device(
             claim_uid=claim_uid,
             pod_uid=pod_uid,
@@ -145,6 +148,7 @@ class HostDevices:
             original_driver=original,
             binding=binding,
             iommu_group=group,
+            rdma=rdma,
         )
 
     def _publish(self, record: ClaimRecord) -> None:

@@ -35,6 +35,7 @@ from sriov_dra.core.bindingrecord import (
     RELEASE_COMPLETE,
     RELEASE_PHASES,
     BindingRecord,
+    frozen_device_info,
     phases_of,
     records_of,
 )
@@ -228,6 +229,7 @@ class ManagedPreparer:
             devices=devices,
         )
         sources: dict[NamespacedName, tuple[SourceRef, Mapping[str, Any]]] = {}
+        vfs = {a.vf.name: a.vf for a in allocated}
         out: dict[str, BindingRecord] = {}
         for index, planned in enumerate(plan):
             if planned.identity.claim_uid != claim_uid:
@@ -247,6 +249,7 @@ class ManagedPreparer:
                 pci_address=planned.pci_address,
                 source=source,
                 config=rendered.config.decode(),
+                **frozen_device_info(vfs[planned.identity.device]),
             )
         # Manual-selection conflicts and the annotation size limit fail now, not after hardware changes.
         merge_managed_selections(

@@ -18,6 +18,7 @@ from datetime import datetime
 
 from sriov_dra.core.checkpointrecovery import Recovery
 from sriov_dra.core.rebuild import Rebuild, rebuild
+from sriov_dra.model import RdmaDevice
 from sriov_dra.ports import ClaimLister, PodLister, ShadowLister
 from sriov_dra.recovery.listing import claims_in
 from sriov_dra.state.checkpoint import GenerationFiles, PreparedClaims, RecoveryLog
@@ -40,6 +41,7 @@ def open_checkpoint(
     listings: ApiListings | None,
     pci_of: Mapping[str, str],
     now: datetime,
+    rdma_of: Mapping[str, RdmaDevice] | None = None,
     tell: Callable[[Recovery], None],
 ) -> PreparedClaims:
     """The checkpoint to serve from; `listings` is None where nothing can be rebuilt (plain mode)."""
@@ -61,6 +63,7 @@ def open_checkpoint(
             node_name=node_name,
             node_uid=node_uid,
             pci_of=pci_of,
+            rdma_of=rdma_of,
         )
     moved = files.quarantine(start, now.strftime("%Y%m%dT%H%M%SZ"))
     records = {**start.records, **{r.claim_uid: r for r in rebuilt.records}}

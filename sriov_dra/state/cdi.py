@@ -26,6 +26,7 @@ __all__ = [
     "env_name",
     "pod_device_id",
     "pod_spec",
+    "rehome",
 ]
 
 
@@ -67,11 +68,23 @@ def pod_spec(pod_uid: str, pci_addresses: Sequence[str]) -> dict[str, Any]:
     return _spec([{"name": pod_uid, "containerEdits": _edits(env, ())}])
 
 
+def rehome(spec: Mapping[str, Any], dev_root: Path) -> dict[str, Any]:
+    """The spec with every device node's hostPath under `dev_root` instead of ``/dev``; the
+    container path stays. A node keeps /dev; the test bed's fake node keeps its nodes elsewhere."""
+    out: dict[str, Any] = json.loads(json.dumps(spec))
+    for device in out.get("devices", []):
+        for node in device["containerEdits"].get("deviceNodes", []):
+            rel = Path(node["hostPath"]).relative_to("/dev")
+            node["hostPath"] = str(dev_root / rel)
+    return out
+
+
 class CdiDir:
     """The CDI spec directory (``/var/run/cdi`` on a node)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, dev_root: Path = Path("/dev")) -> None:
         self.root = root
+        self.dev_root = dev_root
 
     def path(self, uid: str) -> Path:
         return self.root / f"{VENDOR}-{CLASS}_{uid}.json"
@@ -80,6 +93,8 @@ class CdiDir:
         return self.path(uid).is_file()
 
     def write(self, uid: str, spec: Mapping[str, Any]) -> None:
+        if self.dev_root != Path("/dev"):
+            spec = rehome(spec, self.dev_root)
         FileStorage(self.path(uid)).write(json.dumps(spec, indent=2, sort_keys=True).encode() + b"\n")
 
     def remove(self, uid: str) -> None:

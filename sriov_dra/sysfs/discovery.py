@@ -35,6 +35,7 @@ from sriov_dra.model import (
     VirtualFunction,
     device_name,
 )
+from sriov_dra.sysfs.rdma import rdma_device
 
 _BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f]$")
 _PCIE_ROOT = re.compile(r"^pci[0-9a-f]{4}:[0-9a-f]{2}$")
@@ -170,6 +171,7 @@ def discover(sysfs: Path) -> dict[str, VirtualFunction]:
                 pf_name=pf_name,
                 vf_id=vf_id,
                 attributes=attrs,
+                rdma=rdma_device(sysfs, vf_bdf),
             )
     return inventory
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from sriov_contract.errors import ReasonedError
 from sriov_dra import reasons
-from sriov_dra.model import USERSPACE_DRIVERS
+from sriov_dra.model import USERSPACE_DRIVERS, RdmaDevice
+from sriov_dra.sysfs.rdma import rdma_device
 
 DEFAULT = "default"
 
@@ -26,6 +27,7 @@ class SysfsVfDriver:
     """Driver binding for PCI devices below a sysfs root."""
 
     def __init__(self, sysfs: Path) -> None:
+        self._sysfs = sysfs
         self._pci = sysfs / "bus" / "pci"
 
     def _dev(self, bdf: str) -> Path:
@@ -42,6 +44,9 @@ class SysfsVfDriver:
             return sorted(p.name for p in (self._dev(bdf) / "net").iterdir())
         except OSError:
             return []
+
+    def rdma(self, bdf: str) -> RdmaDevice | None:
+        return rdma_device(self._sysfs, bdf)
 
     def iommu_group(self, bdf: str) -> str | None:
         try:

@@ -61,3 +61,12 @@ def add_pf(
             (vf_dir / "net" / f"{netdev}v{i}").mkdir(parents=True)
         out.append(vf)
     return out
+
+
+def add_rdma(root: Path, vf: str, name: str, uverbs: str | None, *, rdma_cm: bool = True) -> None:
+    """Give a VF an RDMA device `name`, a verbs device `uverbs` naming it, and the node rdma_cm."""
+    (root / "bus" / "pci" / "devices" / vf / "infiniband" / name).mkdir(parents=True)
+    if uverbs:
+        _write(root / "class" / "infiniband_verbs" / uverbs / "ibdev", name + "\n")
+    if rdma_cm:
+        (root / "class" / "misc" / "rdma_cm").mkdir(parents=True, exist_ok=True)

@@ -45,6 +45,22 @@ def in_order(tasks: Sequence[Callable[[], T]], limit: int) -> list[T | BaseExcep
     return run_at_once(tasks, 1)
 
 
+class FakeDeviceInfoFiles(dict[str, bytes]):
+    """CNIDeviceInfoFile files in memory, with every write and removal in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[tuple[str, str]] = []
+
+    def write(self, path: str, data: bytes) -> None:
+        self.ops.append(("write", path))
+        self[path] = data
+
+    def remove(self, path: str) -> None:
+        self.ops.append(("remove", path))
+        self.pop(path, None)
+
+
 class ShimHarness:
     """Runs the real protocol shell and core in-process with fake adapters."""
 
@@ -65,6 +81,8 @@ class ShimHarness:
         # How a wave of delegates runs: by default one after another in the wave's order, so the
         # fake executor's call list is deterministic; the concurrency tests plug in their orders.
         self.fanout: Fanout = in_order
+        # CNIDeviceInfoFile path -> bytes written.
+        self.device_info_files = FakeDeviceInfoFiles()
 
     def services(self, env: Mapping[str, str]) -> Services:
         def kube_for(conf: NetConf) -> FakeKube | None:
@@ -86,6 +104,7 @@ class ShimHarness:
             ),
             devices_for=None if self.devices is None else self._devices,
             fanout=self.fanout,
+            device_info_files=self.device_info_files,
         )
 
     def _devices(self, conf: NetConf) -> FakeNodeDevices:

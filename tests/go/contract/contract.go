@@ -58,6 +58,13 @@ type Registry struct {
 	Entries []RegistryEntry `json:"entries"`
 }
 
+type DeviceInfo struct {
+	Version      int    `json:"version"`
+	PCIAddress   string `json:"pciAddress"`
+	PFPCIAddress string `json:"pfPciAddress"`
+	RDMADevice   string `json:"rdmaDevice"`
+}
+
 type Selection struct {
 	Name      string `json:"name"`
 	Namespace string `json:"namespace"`
@@ -84,7 +91,9 @@ var (
 	entryShape    = &shape{what: "registry entry", fields: strings_("attachmentID", "claimUID", "namespace", "name", "uid", "interface", "configSHA256")}
 	registryShape = &shape{what: "registry", version: "version", fields: []field{
 		{name: "version"}, {name: "podUID", kind: kString}, {name: "entries", kind: kObjectArray, sub: entryShape}}}
-	selectionShape = &shape{what: "selection", fields: strings_("name", "namespace", "interface")}
+	selectionShape  = &shape{what: "selection", fields: strings_("name", "namespace", "interface")}
+	deviceInfoShape = &shape{what: "device-info", version: "version",
+		fields: append([]field{{name: "version"}}, strings_("pciAddress", "pfPciAddress", "rdmaDevice")...)}
 )
 
 func concat(parts ...[]field) []field {
@@ -104,6 +113,7 @@ var (
 	rvRE       = regexp.MustCompile(`^[!-~]{1,128}$`)
 	shadowRE   = regexp.MustCompile(`^dra-sriov-[0-9a-f]{32}$`)
 	labelValRE = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+	rdmaRE     = regexp.MustCompile(`^([A-Za-z0-9_][-A-Za-z0-9_.]{0,62})?$`)
 )
 
 func match(re *regexp.Regexp, reason, name, value string) error {
@@ -283,6 +293,18 @@ func ParseSelection(doc []byte) (Selection, error) {
 		return s, err
 	}
 	return s, first(shadowName(s.Name), dnsLabel("namespace", s.Namespace), ifname(s.Interface))
+}
+
+func ParseDeviceInfo(doc []byte) (DeviceInfo, error) {
+	var d DeviceInfo
+	if err := decode(doc, deviceInfoShape, &d); err != nil {
+		return d, err
+	}
+	return d, first(
+		func() error { return match(pciRE, "InvalidPCIAddress", "pciAddress", d.PCIAddress) },
+		func() error { return match(pciRE, "InvalidPCIAddress", "pfPciAddress", d.PFPCIAddress) },
+		func() error { return match(rdmaRE, "InvalidName", "rdmaDevice", d.RDMADevice) },
+	)
 }
 
 func LabelValue(v string) error {

@@ -72,6 +72,12 @@ func outcome(v Vector) (map[string]string, error) {
 			return nil, err
 		}
 		return map[string]string{"canonical": canonical(s)}, nil
+	case "deviceInfo":
+		d, err := ParseDeviceInfo(doc)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]string{"canonical": canonical(d)}, nil
 	case "labelValue":
 		if err := LabelValue(v.Document); err != nil {
 			return nil, err

@@ -129,3 +129,43 @@ def test_remove_tree_leaves_an_empty_root(tmp_path, plan):
     FakeSysfs(tmp_path, plan).create()
     remove_tree(tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def _rdma_rail_a():
+    doc = load_two_rail()
+    doc["roots"][0]["pfs"][0]["rdma"] = True
+    return plan_node(parse_topology(doc), "fab1")
+
+
+def test_rdma_pf_gives_its_vfs_rdma_devices_the_discovery_reads(tmp_path):
+    from sriov_dra.model import RdmaDevice  # noqa: PLC0415
+    from sriov_dra.sysfs.discovery import discover  # noqa: PLC0415
+
+    plan = _rdma_rail_a()
+    assert [(v.rdma_device, v.uverbs) for v in plan.vfs[:2]] == [("mlx5_0", "uverbs0"), ("mlx5_1", "uverbs1")]
+    assert all(v.rdma_device == "" for v in plan.vfs if v.rail == "rail-b")
+    FakeSysfs(tmp_path, plan).create()
+    inventory = {vf.pci_address: vf.rdma for vf in discover(tmp_path).values()}
+    assert inventory[plan.vfs[1].pci] == RdmaDevice("mlx5_1", "uverbs1", rdma_cm=True)
+    assert inventory[plan.vfs[4].pci] is None
+    for name in ("uverbs0", "uverbs3", "rdma_cm"):
+        node = tmp_path / "dev/infiniband" / name
+        assert node.exists()
+        if os.geteuid() == 0:
+            assert os.major(node.stat().st_rdev) == 1 and os.minor(node.stat().st_rdev) == 3
+
+
+def test_binding_an_rdma_vf_to_vfio_hides_its_rdma_device(tmp_path):
+    from sriov_dra.sysfs.rdma import rdma_device  # noqa: PLC0415
+
+    plan = _rdma_rail_a()
+    sysfs = FakeSysfs(tmp_path, plan)
+    sysfs.create()
+    vf = plan.vfs[0]
+    sysfs.bind(vf.pci, "vfio-pci", vf.netdev, vf.rdma_device)
+    assert rdma_device(tmp_path, vf.pci) is None
+    sysfs.bind(vf.pci, "mlx5_core", vf.netdev, vf.rdma_device)
+    rdma = rdma_device(tmp_path, vf.pci)
+    assert rdma is not None and rdma.uverbs == "uverbs0"
+    remove_tree(tmp_path)
+    assert list(tmp_path.iterdir()) == []

@@ -215,6 +215,9 @@ class RecordingDriver:
     def iommu_group(self, bdf: str) -> str | None:
         return "42"
 
+    def rdma(self, bdf: str) -> None:
+        return None
+
 
 def _vfio_config():
     params = {"apiVersion": f"{DRIVER_NAME}/v1alpha1", "kind": "VfConfig", "driver": "vfio-pci"}
