@@ -105,6 +105,32 @@ class NodeDevices(Protocol):
         ...
 
 
+class PodResources(Protocol):
+    """What the kubelet's device plugins allocated to a Pod: its pod-resources API, or its
+    device-plugin checkpoint where that socket is absent (Multus's resource client)."""
+
+    def allocations(self, namespace: str, name: str, uid: str) -> list[tuple[str, list[str]]]:
+        """(resource name, device IDs) of every container of the Pod, in the kubelet's order;
+        raises CniError (Multus's wording) when neither source can be read."""
+        ...
+
+
+class DeviceInfoFiles(Protocol):
+    """Device-info files under /var/run/k8s.cni.cncf.io/devinfo (a device plugin's, an attachment's)."""
+
+    def read(self, path: str) -> bytes | None:
+        """The file's bytes, None when it cannot be read."""
+        ...
+
+    def create(self, path: str, data: bytes) -> None:
+        """Write a new read-only file (its directory made first); OSError when it exists."""
+        ...
+
+    def remove(self, path: str) -> None:
+        """Remove the file if it is there; OSError on any other failure."""
+        ...
+
+
 class Routes(Protocol):
     """Default routes inside a Pod network namespace (Multus default-route handling)."""
 

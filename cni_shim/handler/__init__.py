@@ -30,12 +30,14 @@ if TYPE_CHECKING:
         CacheStore,
         Clock,
         ConfFiles,
+        DeviceInfoFiles,
         EventSink,
         Executor,
         Fanout,
         KubeApi,
         Log,
         NodeDevices,
+        PodResources,
         Routes,
     )
 
@@ -73,6 +75,11 @@ class Services(TypedTuple):
     # The node's VFs and device-plugin allocations (cni_shim.handler.devicegate), built only when a
     # Pod's network names a device; None: a node without SR-IOV, where no name is a VF.
     devices_for: Callable[[NetConf], NodeDevices] | None = None
+    # The kubelet's device-plugin allocations (cni_shim.handler.resourcelookup), built only when a
+    # selected NAD carries a resourceName; None: no lookup, no delegate gets a device from it.
+    pod_resources_for: Callable[[NetConf], PodResources] | None = None
+    # Device-info files: copied for a resourceName device, read into network-status, removed on DEL.
+    device_info_files: DeviceInfoFiles | None = None
     # Runs one wave of delegates (cni_shim.core.delegatewaves) at once; tests plug in an order.
     fanout: Fanout = run_at_once
 

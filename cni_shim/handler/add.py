@@ -13,6 +13,7 @@ from cni_shim.handler import devicegate
 from cni_shim.handler.candidates import base_candidates, pod_candidates
 from cni_shim.handler.context import Context, kube, multus_context, runtime_conf, wait_readiness
 from cni_shim.handler.plan import plan
+from cni_shim.handler.resourcelookup import DeviceLookup
 from cni_shim.runner import Runner
 from sriov_contract import keys
 from sriov_lib import quickjson
@@ -47,10 +48,11 @@ def add(ctx: Context) -> Json:
             )
             return results.convert(results.placeholder(ctx.req.ifname, ctx.req.netns), ctx.version)
         _verify_uid(ctx, pod)
-    candidates = base_candidates(ctx, api, pod)
+    lookup = DeviceLookup(ctx, pod) if pod is not None and ctx.pod_args.known else None
+    candidates = base_candidates(ctx, api, pod, lookup)
     if api is not None and pod is not None:
         with multus_context(f"{ctx.cmd_err()}error loading k8s delegates k8s args: "):
-            candidates = pod_candidates(ctx, api, pod, candidates, guarded=True)
+            candidates = pod_candidates(ctx, api, pod, candidates, guarded=True, lookup=lookup)
         devicegate.check(ctx, candidates, pod)
     the_plan = plan(ctx, candidates, probe=True)
     with multus_context(
@@ -115,7 +117,7 @@ def _run_delegates(ctx: Context, the_plan: delegateplan.Plan, pod: Json | None) 
                     ctx.record_event(pod, podevents.NORMAL, podevents.ADDED_INTERFACE, message)
             if master_result is None or d.master:
                 master_result = result
-            entries.extend(netstatus.statuses(result, d.name, d.master))
+            entries.extend(netstatus.statuses(result, d.name, d.master, _device_info(ctx, d)))
     assert master_result is not None  # a plan always has a master delegate
     return master_result, entries
 
@@ -124,9 +126,39 @@ def _add_wave(
     ctx: Context, runner: Runner, the_plan: delegateplan.Plan, wave: delegatewaves.Wave
 ) -> list[Json | BaseException]:
     def task(d: delegateplan.PlannedDelegate) -> Callable[[], Json]:
-        return lambda: runner.add(d.network(), d.cni_version, runtime_conf(ctx, the_plan, d, adding=True))
+        def run() -> Json:
+            _copy_device_info(ctx, d)
+            return runner.add(d.network(), d.cni_version, runtime_conf(ctx, the_plan, d, adding=True))
+
+        return run
 
     return ctx.svc.fanout([task(the_plan.delegates[idx]) for idx in wave], ctx.conf.max_parallel_delegates)
+
+
+def _copy_device_info(ctx: Context, d: delegateplan.PlannedDelegate) -> None:
+    """Multus copies the device plugin's device-info file to the attachment's CNIDeviceInfoFile
+    before the delegate's ADD; any failure (no such file, one already there) is only logged."""
+    files, target = ctx.svc.device_info_files, d.capability_args.get("CNIDeviceInfoFile")
+    if files is None or not d.device_info_source or not isinstance(target, str):
+        return
+    data = files.read(d.device_info_source)
+    info = netstatus.load_device_info(data) if data is not None else None
+    if info is None:
+        ctx.log.debug(f"no device-info copied for {d.name}: {d.device_info_source} is missing or invalid")
+        return
+    try:
+        files.create(target, quickjson.dumps(info, separators=(",", ":")).encode())
+    except OSError as exc:
+        ctx.log.debug(f"no device-info copied for {d.name} to {target}: {exc}")
+
+
+def _device_info(ctx: Context, d: delegateplan.PlannedDelegate) -> Json | None:
+    """The attachment's CNIDeviceInfoFile (the device plugin's copy, or what the CNI wrote) for network-status."""
+    files, path = ctx.svc.device_info_files, d.capability_args.get("CNIDeviceInfoFile")
+    if files is None or not isinstance(path, str):
+        return None
+    data = files.read(path)
+    return netstatus.load_device_info(data) if data is not None else None
 
 
 def _check_netns_or_roll_back(ctx: Context, the_plan: delegateplan.Plan) -> None:

@@ -58,7 +58,24 @@ def delete_plan(ctx: Context, p: delegateplan.Plan) -> list[tuple[delegateplan.P
 def _deletion(
     ctx: Context, runner: Runner, p: delegateplan.Plan, d: delegateplan.PlannedDelegate
 ) -> Callable[[], None]:
-    return lambda: runner.delete(d.network(), d.cni_version, runtime_conf(ctx, p, d, adding=False))
+    def run() -> None:
+        try:
+            runner.delete(d.network(), d.cni_version, runtime_conf(ctx, p, d, adding=False))
+        finally:
+            _remove_device_info(ctx, d)
+
+    return run
+
+
+def _remove_device_info(ctx: Context, d: delegateplan.PlannedDelegate) -> None:
+    """Multus removes an attachment's CNIDeviceInfoFile on DEL, whatever the delegate answered."""
+    files, path = ctx.svc.device_info_files, d.capability_args.get("CNIDeviceInfoFile")
+    if files is None or not isinstance(path, str):
+        return
+    try:
+        files.remove(path)
+    except OSError as exc:
+        ctx.log.debug(f"device-info file {path} not removed: {exc}")
 
 
 def remaining(

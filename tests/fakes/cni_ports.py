@@ -194,3 +194,36 @@ class FakeNodeDevices:
     def allocated(self, pod_uid: str, resource_name: str) -> frozenset[str]:
         self.asked.append(("allocation", f"{pod_uid}/{resource_name}"))
         return self.allocations.get((pod_uid, resource_name), frozenset())
+
+
+@dataclass
+class FakePodResources:
+    """The kubelet's device-plugin allocations by (namespace, name): (resource, device IDs) pairs."""
+
+    pods: dict[tuple[str, str], list[tuple[str, list[str]]]] = field(default_factory=dict)
+    failure: Exception | None = None
+    asked: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def allocations(self, namespace: str, name: str, uid: str) -> list[tuple[str, list[str]]]:
+        self.asked.append((namespace, name, uid))
+        if self.failure is not None:
+            raise self.failure
+        return [(r, list(ids)) for r, ids in self.pods.get((namespace, name), [])]
+
+
+@dataclass
+class FakeDeviceInfoFiles:
+    """Device-info files in memory; `create` refuses an existing path as the NAD client does."""
+
+    files: dict[str, bytes] = field(default_factory=dict)
+
+    def read(self, path: str) -> bytes | None:
+        return self.files.get(path)
+
+    def create(self, path: str, data: bytes) -> None:
+        if path in self.files:
+            raise FileExistsError(path)
+        self.files[path] = data
+
+    def remove(self, path: str) -> None:
+        self.files.pop(path, None)

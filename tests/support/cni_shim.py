@@ -24,7 +24,16 @@ from cni_shim.node.cache import FileCacheStore
 from cni_shim.node.conffiles import NodeConfFiles
 from cni_shim.ports import Fanout
 from sriov_lib.fanout import run as run_at_once
-from tests.fakes.cni_ports import FakeClock, FakeExecutor, FakeKube, FakeNodeDevices, FakeRoutes, ListLog
+from tests.fakes.cni_ports import (
+    FakeClock,
+    FakeDeviceInfoFiles,
+    FakeExecutor,
+    FakeKube,
+    FakeNodeDevices,
+    FakePodResources,
+    FakeRoutes,
+    ListLog,
+)
 
 T = TypeVar("T")
 
@@ -62,6 +71,9 @@ class ShimHarness:
         self.missing_netns: set[str] = set()
         # The node's VFs and device-plugin allocations; None: a node without SR-IOV.
         self.devices: FakeNodeDevices | None = None
+        # The kubelet's device-plugin allocations (the resourceName path) and device-info files.
+        self.pod_resources = FakePodResources()
+        self.device_info = FakeDeviceInfoFiles()
         # How a wave of delegates runs: by default one after another in the wave's order, so the
         # fake executor's call list is deterministic; the concurrency tests plug in their orders.
         self.fanout: Fanout = in_order
@@ -85,6 +97,8 @@ class ShimHarness:
                 else None
             ),
             devices_for=None if self.devices is None else self._devices,
+            pod_resources_for=lambda conf: self.pod_resources,
+            device_info_files=self.device_info,
             fanout=self.fanout,
         )
 
