@@ -70,7 +70,9 @@ class KubeletPodResources:
         except OSError as exc:
             raise CniError(
                 reasons.DEVICE_CHECKPOINT_UNREADABLE,
-                f"getPodEntries: error reading file {self._checkpoint}: {exc.strerror or exc}",
+                # Go's text: the path, then os's "open <path>: <errno text>", each line ended.
+                f"getPodEntries: error reading file {self._checkpoint}\n"
+                f"open {self._checkpoint}: {(exc.strerror or str(exc)).lower()}\n",
                 INTERNAL,
             ) from exc
         try:

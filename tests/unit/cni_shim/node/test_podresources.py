@@ -106,3 +106,12 @@ def test_an_unreadable_checkpoint_fails_in_multus_words(tmp_path, content, words
         KubeletPodResources(str(tmp_path / "none.sock"), str(checkpoint)).allocations("ns1", "pod1", "u")
     assert err.value.reason == reasons.DEVICE_CHECKPOINT_UNREADABLE
     assert err.value.message.startswith(f"getPodEntries: {words}")
+
+
+def test_a_missing_checkpoint_is_worded_as_multus_words_it(tmp_path):
+    checkpoint = tmp_path / "kubelet_internal_checkpoint"
+    with pytest.raises(CniError) as err:
+        KubeletPodResources(str(tmp_path / "none.sock"), str(checkpoint)).allocations("ns1", "pod1", "u")
+    assert err.value.message == (
+        f"getPodEntries: error reading file {checkpoint}\nopen {checkpoint}: no such file or directory\n"
+    )
