@@ -4,6 +4,8 @@ Multus's resource client: the pod-resources API (v1 `List` over the kubelet's un
 Multus's 10 s call and 16 MiB answer limits) when that socket exists, otherwise the
 device-plugin checkpoint file. gRPC and the generated stubs are imported only here and only when
 the socket is there: an ADD that selects no resourceName NAD never loads this module at all.
+The host-side thin shim is a stdlib-only bundle without gRPC: there the checkpoint answers, which
+the kubelet keeps with the same device-plugin allocations (the daemon, thick mode, has gRPC).
 """
 
 from __future__ import annotations
@@ -13,6 +15,11 @@ import os
 from cni_shim import reasons
 from cni_shim.core import kubeletcheckpoint, resourcenames
 from cni_shim.errors import INTERNAL, TRY_AGAIN_LATER, CniError
+
+TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
+
+if TYPE_CHECKING:
+    from typing import Any
 
 _LIST = "/v1.PodResourcesLister/List"
 
@@ -24,13 +31,16 @@ class KubeletPodResources:
 
     def allocations(self, namespace: str, name: str, uid: str) -> list[tuple[str, list[str]]]:
         if os.path.exists(self._socket):
-            return self._listed(namespace, name)
+            try:
+                import grpc  # noqa: PLC0415 - only a resourceName ADD on a node serving pod-resources pays for it
+
+                from cni_shim.node.gen import podresources_v1_pb2  # noqa: PLC0415
+            except ImportError:
+                return self._checkpointed(uid)  # the stdlib-only host bundle (thin mode)
+            return self._listed(grpc, podresources_v1_pb2, namespace, name)
         return self._checkpointed(uid)
 
-    def _listed(self, namespace: str, name: str) -> list[tuple[str, list[str]]]:
-        import grpc  # noqa: PLC0415 - only a resourceName ADD on a node serving pod-resources pays for it
-
-        from cni_shim.node.gen import podresources_v1_pb2 as pb  # noqa: PLC0415
+    def _listed(self, grpc: Any, pb: Any, namespace: str, name: str) -> list[tuple[str, list[str]]]:
 
         options = [
             ("grpc.max_receive_message_length", resourcenames.MAX_MESSAGE_BYTES),

@@ -184,3 +184,20 @@ def test_grpc_is_loaded_only_when_a_resource_name_nad_meets_a_pod_resources_sock
     )
     out = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_stdlib_only_shim_answers_from_the_checkpoint_even_beside_a_pod_resources_socket(tmp_path):
+    """The host bundle has no gRPC (-S here, as there): the kubelet's checkpoint gives the same
+    device-plugin allocations."""
+    socket = tmp_path / "kubelet.sock"
+    socket.touch()
+    checkpoint = tmp_path / "checkpoint"
+    entry = {"PodUID": "u", "ContainerName": "c", "ResourceName": "r", "DeviceIDs": {"0": ["0000:03:00.4"]}}
+    checkpoint.write_text(json.dumps({"Data": {"PodDeviceEntries": [entry]}}))
+    probe = (
+        f"import sys; sys.path.insert(0, {str(Path(launcher.__file__).resolve().parents[1])!r}); "
+        "from cni_shim.node.podresources import KubeletPodResources as K; "
+        f"print(K({str(socket)!r}, {str(checkpoint)!r}).allocations('ns', 'p', 'u'))"
+    )
+    out = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[('r', ['0000:03:00.4'])]"
