@@ -25,7 +25,7 @@ from testbed.device_plugin import LEGACY_RESOURCE, LegacyVfPlugin
 from testbed.netlinks import ipv4_addresses, ns_links
 from testbed.results import PASS, render_checks
 from testbed.scenario import applied, start_pod, stop_pod
-from testbed.stack import Stack
+from testbed.stack import Stack, Stacks
 from testbed.waiting import wait_for
 from testbed.workloads import excluding, legacy_objects, legacy_pool, pairs_workload
 
@@ -41,8 +41,11 @@ def _allocatable(stack: Stack) -> str:
     return str((allocatable or {}).get(LEGACY_RESOURCE, "0"))
 
 
-def test_a_legacy_pod_and_a_managed_pod_share_a_node(thick_stack: Stack) -> None:
-    stack = thick_stack
+@pytest.mark.parametrize("mode", ["thick", "thin"])
+def test_a_legacy_pod_and_a_managed_pod_share_a_node(stacks: Stacks, real_kubelet: None, mode: str) -> None:
+    """Thick: the daemon asks the kubelet's pod-resources API; thin: the stdlib-only shim reads the
+    kubelet's device-plugin checkpoint."""
+    stack = stacks.get(thick=mode == "thick")
     pool = legacy_pool(stack.fake_node)
     pool_pcis = [vf.pci for vf in pool]
     plugin = LegacyVfPlugin(realnode.DEVICE_PLUGINS_DIR, pool)
