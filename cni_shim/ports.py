@@ -105,8 +105,23 @@ class NodeDevices(Protocol):
         ...
 
 
+class PodResources(Protocol):
+    """What the kubelet's device plugins allocated to a Pod: its pod-resources API, or its
+    device-plugin checkpoint where that socket is absent (Multus's resource client)."""
+
+    def allocations(self, namespace: str, name: str, uid: str) -> list[tuple[str, list[str]]]:
+        """(resource name, device IDs) of every container of the Pod, in the kubelet's order;
+        raises CniError (Multus's wording) when neither source can be read."""
+        ...
+
+
 class DeviceInfoFiles(Protocol):
-    """Multus's CNIDeviceInfoFile files (/var/run/k8s.cni.cncf.io/devinfo/cni/...)."""
+    """Device-info files under /var/run/k8s.cni.cncf.io/devinfo: a device plugin's, and Multus's
+    CNIDeviceInfoFile of an attachment."""
+
+    def read(self, path: str) -> bytes | None:
+        """The file's bytes, None when it cannot be read."""
+        ...
 
     def write(self, path: str, data: bytes) -> None:
         """Create or replace the file whole (idempotent: a retried ADD writes the same bytes)."""

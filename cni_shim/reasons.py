@@ -71,6 +71,9 @@ MANAGED_SHADOW_NOT_REGISTERED: "Final" = "ManagedShadowNotRegistered"
 MANAGED_SHADOW_REGISTRY_MISMATCH: "Final" = "ManagedShadowRegistryMismatch"
 # Device access: no VF reaches a Pod that was not given it.
 VIRTUAL_FUNCTION_NOT_ALLOCATED: "Final" = "VirtualFunctionNotAllocated"
+# The resourceName path: the kubelet's device-plugin allocations.
+POD_RESOURCES_UNAVAILABLE: "Final" = "PodResourcesUnavailable"
+DEVICE_CHECKPOINT_UNREADABLE: "Final" = "DeviceCheckpointUnreadable"
 # Thick mode: the shim, the daemon and the daemon's own config.
 DAEMON_UNAVAILABLE: "Final" = "DaemonUnavailable"
 DAEMON_TIMEOUT: "Final" = "DaemonTimeout"
@@ -266,6 +269,18 @@ MEANINGS: "Final[dict[str, tuple[str, str]]]" = {
         "no delegate ran and the VF stayed on the host.",
         "Ask for the VF through a ResourceClaim (DRA) or the device plugin's resource; a namespace "
         "that must use static device NADs goes into staticDeviceNamespaces (docs/cni-shim.md).",
+    ),
+    POD_RESOURCES_UNAVAILABLE: (
+        "A selected NAD carries k8s.v1.cni.cncf.io/resourceName and the kubelet's pod-resources "
+        "socket exists, but it could not be reached or its List call failed (10 s each); no delegate ran.",
+        "Check the kubelet on this node (podResourcesSocket, default "
+        "/var/lib/kubelet/pod-resources/kubelet.sock); the runtime retries the ADD.",
+    ),
+    DEVICE_CHECKPOINT_UNREADABLE: (
+        "A selected NAD carries k8s.v1.cni.cncf.io/resourceName, the pod-resources socket is absent "
+        "and the kubelet's device-plugin checkpoint could not be read or is not JSON; no delegate ran.",
+        "Check deviceCheckpointFile (default /var/lib/kubelet/device-plugins/kubelet_internal_checkpoint) "
+        "or expose the kubelet's pod-resources socket to the shim.",
     ),
     DAEMON_UNAVAILABLE: (
         "Thick mode: cni-shim-daemon is not serving its socket.",

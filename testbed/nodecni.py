@@ -206,6 +206,8 @@ class NodeCni:
             "logLevel": "verbose",
             # The shim tells a VF by its physfn link: on the bed, in the fake node's tree.
             "sysfsRoot": str(self.node().sysfs_root),
+            # The real kubelet's pod-resources API under its --root-dir (the resourceName path).
+            "podResourcesSocket": str(self.run / "kubelet" / "pod-resources" / "kubelet.sock"),
         }
         shim: dict[str, Any] = {
             "cniVersion": "1.0.0",

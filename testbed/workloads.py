@@ -6,6 +6,7 @@ one-VF-per-rail Pods for a two-node stack."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from testbed.deployment import EXAMPLES_DIR
 
 if TYPE_CHECKING:
     from testbed.fakenode import FakeNode
+    from testbed.sriov_topology import VfRecord
     from testbed.stack import Stack
 
 WORKLOAD_NS = "ai-workloads"
@@ -291,3 +293,63 @@ def network_names(workload: Workload) -> list[str]:
             ipam = json.loads(doc["spec"]["config"]).get("ipam") or {}
             names.append(str(ipam.get("network_name", "")))
     return names
+
+
+def legacy_pool(node: FakeNode) -> tuple[VfRecord, ...]:
+    """The VFs the bed's device plugin advertises (testbed/device_plugin.py): each PF's last VF."""
+    return tuple(pf.vfs[-1] for pf in node.pfs if pf.vfs)
+
+
+def excluding(workload: Workload, node: FakeNode, pcis: Sequence[str]) -> Workload:
+    """``workload`` with ``pcis`` left out of every SriovResourcePolicy filter (an added
+    ``pciAddresses`` list of the node's other VFs) and out of what must be advertised: spec 18.1's
+    one provider per VF when a device plugin owns them."""
+    others = sorted(vf.pci for vf in node.vfs if vf.pci not in pcis)
+    admin = copy.deepcopy(list(workload.admin))
+    for doc in admin:
+        if doc["kind"] == "SriovResourcePolicy":
+            for config in doc["spec"]["configs"]:
+                for selector in config.get("resourceFilters") or []:
+                    selector["pciAddresses"] = others
+    return dataclasses.replace(
+        workload, admin=tuple(admin), advertised=frozenset(p for p in workload.advertised if p not in pcis)
+    )
+
+
+def legacy_objects(
+    like: Workload, resource: str, subnet: str, data_dir: str, name: str = "legacy"
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The legacy resourceName path's objects beside ``like``'s Pod: a NAD annotated with the
+    device plugin's resource (sriov-cni with host-local on ``subnet``) and a Pod that asks for one
+    of its devices in ``resources.limits`` and selects the NAD by hand."""
+    namespace = like.namespace
+    nad = {
+        "apiVersion": "k8s.cni.cncf.io/v1",
+        "kind": "NetworkAttachmentDefinition",
+        "metadata": {
+            "name": f"{name}-net",
+            "namespace": namespace,
+            "annotations": {"k8s.v1.cni.cncf.io/resourceName": resource},
+        },
+        "spec": {
+            "config": json.dumps(
+                {
+                    "cniVersion": "1.0.0",
+                    "name": f"{name}-net",
+                    "type": "sriov",
+                    "ipam": {"type": "host-local", "subnet": subnet, "dataDir": data_dir},
+                }
+            )
+        },
+    }
+    pod = copy.deepcopy(like.pod)
+    pod["metadata"] = {
+        "name": name,
+        "namespace": namespace,
+        "annotations": {"k8s.v1.cni.cncf.io/networks": f"{name}-net"},
+    }
+    pod["spec"].pop("resourceClaims", None)
+    pod["spec"]["terminationGracePeriodSeconds"] = 1
+    for container in pod["spec"]["containers"]:
+        container["resources"] = {"limits": {resource: "1"}}
+    return nad, pod

@@ -25,7 +25,7 @@ from cni_shim.node.versioncache import FileVersionCache
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
 
 if TYPE_CHECKING:
-    from cni_shim.ports import KubeApi, NodeDevices
+    from cni_shim.ports import KubeApi, NodeDevices, PodResources
 
 
 # Under cniDir, beside the delegate plans (files) and results (a directory).
@@ -60,6 +60,12 @@ def node_devices(conf: NetConf) -> NodeDevices:
     return SysfsDevices(conf.sysfs_root, conf.device_checkpoint_file)
 
 
+def pod_resources(conf: NetConf) -> PodResources:
+    from cni_shim.node.podresources import KubeletPodResources  # noqa: PLC0415 - only for a resourceName NAD
+
+    return KubeletPodResources(conf.pod_resources_socket, conf.device_checkpoint_file)
+
+
 def services(env: Mapping[str, str]) -> Services:
     clients: dict[str, KubeApi | None] = {}
     build = kube_for(env)
@@ -84,5 +90,6 @@ def services(env: Mapping[str, str]) -> Services:
         events=ThinEvents(lambda: next((c for c in clients.values() if c is not None), None)),
         versions_for=lambda cni_dir: FileVersionCache(executor, os.path.join(cni_dir, VERSIONS_DIR)),
         devices_for=node_devices,
+        pod_resources_for=pod_resources,
         device_info_files=NodeDeviceInfoFiles(),
     )

@@ -42,6 +42,9 @@ class PlannedDelegate(TypedTuple):
     # from disk has none, and parses its bytes where a verb first needs them (so a damaged entry
     # fails that verb, not the reading of the plan).
     parsed: Network | None = None
+    # ADD only, never stored: the device plugin's device-info file to copy to CNIDeviceInfoFile
+    # before this delegate's ADD (the resourceName path), "" for none.
+    device_info_source: str = ""
 
     def network(self) -> Network:
         if self.parsed is not None:

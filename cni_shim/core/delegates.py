@@ -17,6 +17,7 @@ from cni_shim.core import jsonbytes, network
 from cni_shim.core.network import Network
 from cni_shim.core.protocol import validate_ifname
 from cni_shim.errors import INVALID_NETWORK_CONFIG, ApiError, CniError, config_error
+from sriov_contract import keys
 from sriov_contract import reasons as contract_reasons
 from sriov_contract.networks import NetworkSelection, parse_network_selections
 from sriov_lib.rawjson import JsonObject
@@ -46,13 +47,16 @@ class Candidate(TypedTuple):
     selection: NetworkSelection | None = None
     managed: bool = False
     # Device access (cni_shim.core.deviceaccess): the VF a verified managed shadow binds to this
-    # Pod, the NAD's device-plugin resourceName, and, on a DEL, why a managed shadow is not this
-    # Pod's (that delegate is then never run).
+    # Pod, the NAD's device-plugin resourceName (None: the NAD has no such annotation; an empty
+    # value still enters Multus's lookup), and, on a DEL, why a managed shadow is not this Pod's
+    # (that delegate is then never run).
     bound_pci: str = ""
-    resource_name: str = ""
+    resource_name: str | None = None
     foreign: str = ""
     # The network-status device-info of a verified shadow that carries the driver's (spec 10.4).
     device_info: dict[str, Any] | None = None
+    # The device the resourceName path gave this delegate (cni_shim.core.resourcenames).
+    device_id: str = ""
 
 
 def _err(reason: str, message: str) -> CniError:
@@ -166,6 +170,23 @@ def candidate(
     return Candidate(name=name, network=net, selection=selection, managed=managed)
 
 
+def with_device_id(cand: Candidate, device_id: str, what: str) -> Candidate:
+    """Multus's deviceID injection: `deviceID` and `pciBusID` at the top of a single config, in
+    every plugin of a conflist; the config is written anew with sorted keys."""
+    obj = network.decode(cand.network.raw, what)
+    for plugin in obj["plugins"] if cand.network.conflist else [obj]:  # type: ignore[union-attr]
+        plugin["deviceID"] = device_id  # type: ignore[call-overload,index]
+        plugin["pciBusID"] = device_id  # type: ignore[call-overload,index]
+    net = network.parse(jsonbytes.dumps_sorted(obj).encode(), what)
+    return cand._replace(network=net, device_id=device_id)
+
+
+def resource_name(nad: Mapping[str, Any]) -> str | None:
+    """The NAD's device-plugin resourceName annotation, None when the key is absent."""
+    value = ((nad.get("metadata") or {}).get("annotations") or {}).get(keys.RESOURCE_NAME_ANNOTATION)
+    return value if isinstance(value, str) else None
+
+
 def resolve_network(
     value: str, namespace: str, conf_dir: str, get_nad: NadGetter | None, files: ConfFiles
 ) -> Candidate:
@@ -177,7 +198,7 @@ def resolve_network(
                 if nad is not None:
                     what = f"NetworkAttachmentDefinition {namespace}/{value}"
                     cand = candidate(nad_network(nad, conf_dir, files, what), None, what)
-                    return cand._replace(name=f"{namespace}/{value}")
+                    return cand._replace(name=f"{namespace}/{value}", resource_name=resource_name(nad))
             except ApiError:
                 raise  # an unreachable API fails visibly; a local file is no stand-in for a live read
             except CniError:
@@ -280,8 +301,9 @@ def capability_args(
             caps["mac"] = sel.mac
         if sel.infiniband_guid:
             caps["infinibandGUID"] = sel.infiniband_guid
-        if sel.device_id:
-            caps["deviceID"] = sel.device_id
+        # A device from the resourceName path wins over the selection's (Multus ignores the latter).
+        if cand.device_id or sel.device_id:
+            caps["deviceID"] = cand.device_id or sel.device_id
     if caps.get("deviceID") or cand.device_info:
         caps["CNIDeviceInfoFile"] = _DEVINFO_DIR + f"{cand.name}-{container_id}_{ifname}".replace("/", "-")
     return {k: v for k, v in caps.items() if v not in (None, "", [], {})}

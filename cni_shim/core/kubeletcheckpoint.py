@@ -24,6 +24,31 @@ def _device_ids(value: Any) -> list[str]:
     return [d for group in groups if isinstance(group, list) for d in group if isinstance(d, str)]
 
 
+def _entries(data: bytes) -> list[Any]:
+    """The checkpoint's PodDeviceEntries; ValueError when the document is not one."""
+    try:
+        doc = quickjson.loads(data)
+    except RecursionError as exc:
+        raise ValueError("nested too deeply") from exc
+    data_part = doc.get("Data") if isinstance(doc, dict) else None
+    entries = data_part.get("PodDeviceEntries") if isinstance(data_part, dict) else []
+    if entries is None:
+        return []
+    if not isinstance(entries, list):
+        raise ValueError("Data.PodDeviceEntries is not a list")
+    return entries
+
+
+def resource_map(data: bytes, pod_uid: str) -> dict[str, list[str]]:
+    """Every resource the checkpoint allocates to `pod_uid` (any container), with its device IDs in
+    the checkpoint's order (Multus's checkpoint resource client). ValueError: not a checkpoint."""
+    out: dict[str, list[str]] = {}
+    for e in _entries(data):
+        if isinstance(e, dict) and e.get("PodUID") == pod_uid and isinstance(e.get("ResourceName"), str):
+            out.setdefault(e["ResourceName"], []).extend(_device_ids(e.get("DeviceIDs")))
+    return out
+
+
 def allocated(data: bytes, pod_uid: str, resource_name: str) -> frozenset[str]:
     """The device IDs the checkpoint allocates to `pod_uid` (any container) under `resource_name`.
 
@@ -31,16 +56,6 @@ def allocated(data: bytes, pod_uid: str, resource_name: str) -> frozenset[str]:
     if not pod_uid or not resource_name:
         return frozenset()
     try:
-        doc = quickjson.loads(data)
-    except (ValueError, RecursionError):
+        return frozenset(resource_map(data, pod_uid).get(resource_name, ()))
+    except ValueError:
         return frozenset()
-    data_part = doc.get("Data") if isinstance(doc, dict) else None
-    entries = data_part.get("PodDeviceEntries") if isinstance(data_part, dict) else None
-    if not isinstance(entries, list):
-        return frozenset()
-    return frozenset(
-        d
-        for e in entries
-        if isinstance(e, dict) and e.get("PodUID") == pod_uid and e.get("ResourceName") == resource_name
-        for d in _device_ids(e.get("DeviceIDs"))
-    )

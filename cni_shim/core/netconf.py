@@ -25,6 +25,8 @@ DEFAULT_BIN_DIR = "/opt/cni/bin"
 DEFAULT_SYSFS_ROOT = "/sys"
 # Where the kubelet's device manager keeps its allocations (cni_shim.core.kubeletcheckpoint).
 DEFAULT_DEVICE_CHECKPOINT = "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
+# Where the kubelet serves its pod-resources API (Multus's fixed path; cni_shim.handler.resourcelookup).
+DEFAULT_POD_RESOURCES_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 DEFAULT_MAX_PARALLEL_DELEGATES = 8
 # Only these runtime capability args survive into delegates (Multus's RuntimeConfig struct).
 RUNTIME_CONFIG_KEYS = (
@@ -62,6 +64,7 @@ _KNOWN = (
     "podEvents",
     "sysfsRoot",
     "deviceCheckpointFile",
+    "podResourcesSocket",
     "staticDeviceNamespaces",
     "maxParallelDelegates",
     "parallelOrdinaryDelegates",
@@ -96,6 +99,7 @@ class NetConf(TypedTuple):
     pod_events: bool = True
     sysfs_root: str = DEFAULT_SYSFS_ROOT
     device_checkpoint_file: str = DEFAULT_DEVICE_CHECKPOINT
+    pod_resources_socket: str = DEFAULT_POD_RESOURCES_SOCKET
     # Namespaces whose Pods may take devices by name (static deviceID NADs): the administrator's opt-out.
     static_device_namespaces: tuple[str, ...] = ()
     # How many delegates of one Pod may run at once (cni_shim.core.delegatewaves); 1 is Multus's
@@ -220,6 +224,8 @@ def load(raw: dict[str, Any]) -> NetConf:
         sysfs_root=_typed(raw, "sysfsRoot", str, DEFAULT_SYSFS_ROOT) or DEFAULT_SYSFS_ROOT,
         device_checkpoint_file=_typed(raw, "deviceCheckpointFile", str, DEFAULT_DEVICE_CHECKPOINT)
         or DEFAULT_DEVICE_CHECKPOINT,
+        pod_resources_socket=_typed(raw, "podResourcesSocket", str, DEFAULT_POD_RESOURCES_SOCKET)
+        or DEFAULT_POD_RESOURCES_SOCKET,
         static_device_namespaces=_strings(raw, "staticDeviceNamespaces", ()),
         max_parallel_delegates=_parallelism(raw),
         parallel_ordinary_delegates=_typed(raw, "parallelOrdinaryDelegates", bool, False),

@@ -38,6 +38,47 @@ def pci_device_info(pci_address: str, pf_pci_address: str = "", rdma_device: str
     return {"type": "pci", "version": "1.1.0", "pci": pci}
 
 
+# The NAD client's DeviceInfo: each part with its keys, in the order its JSON writes them.
+_DEVICE_INFO_PARTS: dict[str, tuple[str, ...]] = {
+    "pci": ("pci-address", "vhost-net", "rdma-device", "pf-pci-address", "representor-device"),
+    "vdpa": ("parent-device", "driver", "path", "pci-address", "pf-pci-address", "representor-device"),
+    "vhost-user": ("mode", "path"),
+    "memif": ("role", "path", "mode"),
+}
+
+
+def _fields(obj: Any, names: tuple[str, ...]) -> Json:
+    """Go's decode of a struct of strings (keys matched case-folded, empty ones omitted)."""
+    if obj is None:
+        return {}
+    if not isinstance(obj, dict):
+        raise ValueError("not an object")
+    folded: Json = {str(k).lower(): v for k, v in obj.items()}
+    out: Json = {}
+    for name in names:
+        value = folded.get(name)
+        if value is not None and not isinstance(value, str):
+            raise ValueError(f"{name} is not a string")
+        if value:
+            out[name] = value
+    return out
+
+
+def load_device_info(data: bytes) -> Json | None:
+    """A device-info file (a device plugin's or a CNI's) as Multus reads it into network-status;
+    None when it is not one (Multus then leaves device-info out)."""
+    try:
+        doc = quickjson.loads(data)
+        info = _fields(doc, ("type", "version"))
+        folded = {str(k).lower(): v for k, v in doc.items()}
+        for part, names in _DEVICE_INFO_PARTS.items():
+            if folded.get(part) is not None:
+                info[part] = _fields(folded[part], names)
+    except (ValueError, RecursionError, AttributeError):
+        return None
+    return info
+
+
 def _entry(
     name: str,
     iface: Json | None,
@@ -60,7 +101,7 @@ def _entry(
     if default:
         entry["default"] = True
     entry["dns"] = dns
-    if device_info:
+    if device_info is not None:
         entry["device-info"] = device_info
     if gateways:
         entry["gateway"] = gateways
@@ -68,7 +109,7 @@ def _entry(
 
 
 def statuses(result: Json, delegate_name: str, master: bool, device_info: Json | None = None) -> list[Json]:
-    """NAD-client CreateNetworkStatuses for one delegate's 1.x result, with its device-info."""
+    """NAD-client CreateNetworkStatuses for one delegate's 1.x result (`device_info` on each entry)."""
     interfaces: list[Json] = result.get("interfaces") or []
     ips: list[Json] = result.get("ips") or []
     gateways = [str(r["gw"]) for r in result.get("routes") or [] if r.get("gw") and _is_default(r)]

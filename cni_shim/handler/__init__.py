@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         KubeApi,
         Log,
         NodeDevices,
+        PodResources,
         Routes,
     )
 
@@ -74,10 +75,14 @@ class Services(TypedTuple):
     # The node's VFs and device-plugin allocations (cni_shim.handler.devicegate), built only when a
     # Pod's network names a device; None: a node without SR-IOV, where no name is a VF.
     devices_for: Callable[[NetConf], NodeDevices] | None = None
+    # The kubelet's device-plugin allocations (cni_shim.handler.resourcelookup), built only when a
+    # selected NAD carries a resourceName; None: no lookup, no delegate gets a device from it.
+    pod_resources_for: Callable[[NetConf], PodResources] | None = None
+    # Device-info files (cni_shim.handler.devinfo): a managed shadow's and a copy of a device
+    # plugin's written before ADD, read into network-status, removed on DEL; None: none.
+    device_info_files: DeviceInfoFiles | None = None
     # Runs one wave of delegates (cni_shim.core.delegatewaves) at once; tests plug in an order.
     fanout: Fanout = run_at_once
-    # Multus's CNIDeviceInfoFile files (cni_shim.handler.devinfo); None writes none.
-    device_info_files: DeviceInfoFiles | None = None
 
 
 def handle(req: protocol.Request, svc: Services) -> Json | None:

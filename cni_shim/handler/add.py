@@ -13,6 +13,7 @@ from cni_shim.handler import devicegate, devinfo
 from cni_shim.handler.candidates import base_candidates, pod_candidates
 from cni_shim.handler.context import Context, kube, multus_context, runtime_conf, wait_readiness
 from cni_shim.handler.plan import plan
+from cni_shim.handler.resourcelookup import DeviceLookup
 from cni_shim.runner import Runner
 from sriov_contract import keys
 from sriov_lib import quickjson
@@ -47,10 +48,11 @@ def add(ctx: Context) -> Json:
             )
             return results.convert(results.placeholder(ctx.req.ifname, ctx.req.netns), ctx.version)
         _verify_uid(ctx, pod)
-    candidates = base_candidates(ctx, api, pod)
+    lookup = DeviceLookup(ctx, pod) if pod is not None and ctx.pod_args.known else None
+    candidates = base_candidates(ctx, api, pod, lookup)
     if api is not None and pod is not None:
         with multus_context(f"{ctx.cmd_err()}error loading k8s delegates k8s args: "):
-            candidates = pod_candidates(ctx, api, pod, candidates, guarded=True)
+            candidates = pod_candidates(ctx, api, pod, candidates, guarded=True, lookup=lookup)
         devicegate.check(ctx, candidates, pod)
     the_plan = plan(ctx, candidates, probe=True)
     with multus_context(
@@ -116,7 +118,9 @@ def _run_delegates(ctx: Context, the_plan: delegateplan.Plan, pod: Json | None) 
                     ctx.record_event(pod, podevents.NORMAL, podevents.ADDED_INTERFACE, message)
             if master_result is None or d.master:
                 master_result = result
-            entries.extend(netstatus.statuses(result, d.name, d.master, d.device_info or None))
+            entries.extend(
+                netstatus.statuses(result, d.name, d.master, d.device_info or devinfo.read(ctx, d))
+            )
     assert master_result is not None  # a plan always has a master delegate
     return master_result, entries
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from cni_shim.core.delegates import Candidate
+    from cni_shim.handler.resourcelookup import DeviceLookup
     from cni_shim.ports import KubeApi
     from sriov_contract.networks import NetworkSelection
     from sriov_contract.registry import Registry
@@ -30,9 +31,12 @@ if TYPE_CHECKING:
 _GETTING_NETWORKS = "TryLoadPodDelegates: error in getting k8s network for pod: "
 
 
-def base_candidates(ctx: Context, kube: KubeApi | None, pod: Json | None) -> list[Candidate]:
+def base_candidates(
+    ctx: Context, kube: KubeApi | None, pod: Json | None, lookup: DeviceLookup | None = None
+) -> list[Candidate]:
     """The config's own delegates, the first one master: clusterNetwork (+ defaultNetworks for a
-    Pod outside the system namespaces) or the `delegates` list."""
+    Pod outside the system namespaces) or the `delegates` list; `lookup` gives the NADs among them
+    that carry a resourceName their devices (ADD)."""
     conf = ctx.conf
     if conf.cluster_network:
         what = "clusterNetwork/defaultNetworks" if ctx.req.command in ("ADD", "DEL") else "clusterNetwork"
@@ -62,6 +66,9 @@ def base_candidates(ctx: Context, kube: KubeApi | None, pod: Json | None) -> lis
                 delegates.resolve_network(v, conf.multus_namespace, conf.conf_dir, get_nad, files)
                 for v in conf.default_networks
             ]
+        if lookup is not None:
+            with multus_context(f"{ctx.cmd_err()}failed to get {what}: GetDefaultNetworks: "):
+                found = [lookup.give(c) for c in found]
         return found
     found = [
         delegates.candidate(net, None, f"delegate {i} of the shim config")
@@ -88,6 +95,7 @@ def _nad_candidate(
     registry: Registry | None,
     *,
     guarded: bool,
+    lookup: DeviceLookup | None = None,
 ) -> Candidate:
     if nad is None:
         kube = ctx.svc.kube_for(ctx.conf)
@@ -124,13 +132,10 @@ def _nad_candidate(
                     info = None
     what = f"NetworkAttachmentDefinition {sel.namespace}/{sel.name}"
     net = delegates.nad_network(nad, ctx.conf.conf_dir, ctx.svc.conf_files, what)
-    resource_name = annotations.get(keys.RESOURCE_NAME_ANNOTATION)
-    return delegates.candidate(net, sel, what, managed)._replace(
-        bound_pci=bound_pci,
-        resource_name=resource_name if isinstance(resource_name, str) else "",
-        foreign=foreign,
-        device_info=info,
+    cand = delegates.candidate(net, sel, what, managed)._replace(
+        bound_pci=bound_pci, resource_name=delegates.resource_name(nad), foreign=foreign, device_info=info
     )
+    return lookup.give(cand) if lookup is not None else cand
 
 
 class _annotation_errors:
@@ -165,10 +170,17 @@ def _registry(pod: Json, *, guarded: bool) -> Registry | None:
 
 
 def pod_candidates(
-    ctx: Context, kube: KubeApi, pod: Json, base: list[Candidate], *, guarded: bool
+    ctx: Context,
+    kube: KubeApi,
+    pod: Json,
+    base: list[Candidate],
+    *,
+    guarded: bool,
+    lookup: DeviceLookup | None = None,
 ) -> list[Candidate]:
     """`base` with the Pod's default-network annotation (a new master) and selected NADs added,
-    checked as Multus checks them; `guarded` runs the managed-shadow guard (ADD only)."""
+    checked as Multus checks them; `guarded` runs the managed-shadow guard (ADD only); `lookup`
+    gives resourceName NADs their devices (ADD)."""
     meta = pod.get("metadata") or {}
     pod_ns = str(meta.get("namespace", ctx.pod_args.namespace))
     out = list(base)
@@ -183,7 +195,7 @@ def pod_candidates(
             "TryLoadPodDelegates: error in loading K8s cluster default network from pod annotation: "
             "tryLoadK8sPodDefaultNetwork: failed getting the delegate: "
         ):
-            cand = _nad_candidate(ctx, nad, default_sel, pod, registry, guarded=guarded)
+            cand = _nad_candidate(ctx, nad, default_sel, pod, registry, guarded=guarded, lookup=lookup)
         out = [cand._replace(master=True), *out[1:]] if out else [cand._replace(master=True)]
     if ctx.conf.namespace_isolation:
         with multus_context(_GETTING_NETWORKS):
@@ -195,7 +207,7 @@ def pod_candidates(
     seen_managed: set[tuple[str, str]] = set()
     for sel, nad in zip(selections, _nads(kube, selections), strict=True):
         with multus_context(_GETTING_NETWORKS + "GetNetworkDelegates: failed getting the delegate: "):
-            cand = _nad_candidate(ctx, nad, sel, pod, registry, guarded=guarded)
+            cand = _nad_candidate(ctx, nad, sel, pod, registry, guarded=guarded, lookup=lookup)
         if cand.managed:
             key = (sel.namespace, sel.name)
             if key in seen_managed:

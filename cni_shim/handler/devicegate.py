@@ -56,6 +56,8 @@ class _Gate:
         if not vfs:
             return None
         allocated = devices.allocated(self.pod_uid, cand.resource_name) if cand.resource_name else frozenset()
+        if cand.device_id:  # the kubelet gave it to this Pod (cni_shim.handler.resourcelookup)
+            allocated |= {cand.device_id}
         refused = deviceaccess.first_unallocated(vfs, allocated)
         if refused is None:
             return None

@@ -9,25 +9,57 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from cni_shim.core import delegateplan
+from cni_shim.core import delegateplan, netstatus
 from cni_shim.handler.context import Context
 from sriov_lib import quickjson
+
+TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
+
+if TYPE_CHECKING:
+    from cni_shim.core.results import Json
+    from cni_shim.ports import DeviceInfoFiles
 
 DEVICE_INFO_FILE = "CNIDeviceInfoFile"
 
 
 def write_files(ctx: Context, delegates: Iterable[delegateplan.PlannedDelegate]) -> None:
+    """Each delegate's CNIDeviceInfoFile before the delegates run: a managed shadow's device-info,
+    or a copy of the device plugin's file for a resourceName delegate (Multus's copy, which it
+    makes before that delegate's ADD). Failures are only logged, as Multus logs them."""
     files = ctx.svc.device_info_files
     if files is None:
         return
     for d in delegates:
         path = d.capability_args.get(DEVICE_INFO_FILE)
-        if d.device_info and isinstance(path, str):
+        if not isinstance(path, str):
+            continue
+        info = d.device_info or _plugin_device_info(ctx, d, files)
+        if info:
             try:
-                files.write(path, quickjson.dumps(d.device_info).encode())
+                files.write(path, quickjson.dumps(info).encode())
             except OSError as exc:
                 # As Multus: the file is auxiliary; network-status carries the same device-info.
                 ctx.log.warning(f"cannot write device-info file {path}: {exc}")
+
+
+def _plugin_device_info(ctx: Context, d: delegateplan.PlannedDelegate, files: DeviceInfoFiles) -> Json | None:
+    if not d.device_info_source:
+        return None
+    data = files.read(d.device_info_source)
+    info = netstatus.load_device_info(data) if data is not None else None
+    if info is None:
+        ctx.log.debug(f"no device-info copied for {d.name}: {d.device_info_source} is missing or invalid")
+    return info
+
+
+def read(ctx: Context, d: delegateplan.PlannedDelegate) -> Json | None:
+    """The attachment's CNIDeviceInfoFile after its ADD (the device plugin's copy, or what the
+    delegate wrote there), for network-status, as Multus reads it."""
+    files, path = ctx.svc.device_info_files, d.capability_args.get(DEVICE_INFO_FILE)
+    if files is None or not isinstance(path, str):
+        return None
+    data = files.read(path)
+    return netstatus.load_device_info(data) if data is not None else None
 
 
 def remove_files(ctx: Context, delegates: Iterable[delegateplan.PlannedDelegate]) -> None:

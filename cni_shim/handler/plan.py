@@ -10,6 +10,7 @@ from cni_shim.core import cniargs, delegateplan, delegates, protocol, versions
 from cni_shim.core.network import Network
 from cni_shim.errors import INVALID_NETWORK_CONFIG, CniError
 from cni_shim.handler.context import Context, prober, request_plan
+from cni_shim.handler.resourcelookup import device_info_source
 from cni_shim.runner import cache_key, negotiate, probe_versions
 
 TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI start
@@ -56,6 +57,7 @@ def plan(ctx: Context, candidates: Sequence[Candidate], *, probe: bool) -> deleg
             default_route=cand.selection.default_route if cand.selection is not None else (),
             device_info=cand.device_info or {},
             parsed=net,
+            device_info_source=device_info_source(cand),
         )
         for cand, ifname, net in zip(candidates, names, networks, strict=True)
     )

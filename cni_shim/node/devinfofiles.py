@@ -1,4 +1,5 @@
-"""CNIDeviceInfoFile files on this node (cni_shim.ports.DeviceInfoFiles).
+"""Device-info files on this node (cni_shim.ports.DeviceInfoFiles): a device plugin's, read, and
+Multus's CNIDeviceInfoFile of an attachment, written and removed.
 
 Written whole through a temporary file and a rename, so a reader never sees half a file and a
 retried ADD simply replaces the same bytes (the NAD client's own save refuses an existing file,
@@ -11,6 +12,13 @@ import os
 
 
 class NodeDeviceInfoFiles:
+    def read(self, path: str) -> bytes | None:
+        try:
+            with open(path, "rb") as fh:
+                return fh.read()
+        except OSError:
+            return None
+
     def write(self, path: str, data: bytes) -> None:
         directory = os.path.dirname(path)
         os.makedirs(directory, mode=0o755, exist_ok=True)

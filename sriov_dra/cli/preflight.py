@@ -29,7 +29,15 @@ from sriov_dra.cli.common import (
     reasoned,
     table,
 )
-from sriov_dra.model import DRA_GROUP, DRA_VERSION, NAD_GROUP, POLICY_GROUP, POLICY_VERSION
+from sriov_dra.model import (
+    ATTR_PCI_ADDRESS,
+    DRA_GROUP,
+    DRA_VERSION,
+    DRIVER_NAME,
+    NAD_GROUP,
+    POLICY_GROUP,
+    POLICY_VERSION,
+)
 
 SHIM: Final = "cni-shim"
 DRIVER_NAMESPACE: Final = "dra-driver-sriov"
@@ -146,6 +154,52 @@ def check_dirs(dirs: Sequence[Path]) -> list[Check]:
     return out
 
 
+# Where device plugins leave each device's info (the SR-IOV network device plugin among them).
+DEVICE_PLUGIN_DEVINFO_DIR: Final = Path("/var/run/k8s.cni.cncf.io/devinfo/dp")
+
+
+def device_plugin_vfs(devinfo_dir: Path) -> dict[str, str]:
+    """PCI address -> the device-info file a device plugin wrote for it (its advertised VFs)."""
+    out: dict[str, str] = {}
+    for path in sorted(devinfo_dir.glob("*-device.json")) if devinfo_dir.is_dir() else []:
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        pci = doc.get("pci") if isinstance(doc, dict) else None
+        address = pci.get("pci-address") if isinstance(pci, dict) else None
+        if isinstance(address, str) and address:
+            out[address] = path.name
+    return out
+
+
+def published_vfs(slices: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The PCI addresses of the devices the driver's ResourceSlices publish."""
+    short = ATTR_PCI_ADDRESS.rsplit("/", 1)[1]
+    out = set()
+    for sl in slices:
+        for dev in (sl.get("spec") or {}).get("devices") or []:
+            attrs = dev.get("attributes") or {}
+            value = (attrs.get(ATTR_PCI_ADDRESS) or attrs.get(short) or {}).get("string")
+            if isinstance(value, str):
+                out.add(value)
+    return out
+
+
+def check_one_provider(legacy: Mapping[str, str], published: set[str]) -> Check:
+    """Spec 18.1: one provider per VF inventory. A VF a device plugin advertises (the legacy
+    resourceName path) must be excluded from the driver's policy, or both hand it out."""
+    both = sorted(set(legacy) & published)
+    detail = (
+        f"{len(legacy)} device-plugin VF(s), none published by the driver"
+        if not both
+        else "published by the driver and advertised by a device plugin: "
+        + ", ".join(f"{vf} ({legacy[vf]})" for vf in both)
+        + "; exclude them from the driver's policy (or the device plugin's pool)"
+    )
+    return Check("one provider per VF", not both, detail)
+
+
 class Access(Protocol):
     def served_resources(self, group_version: str) -> set[str]: ...
 
@@ -220,6 +274,17 @@ def check_rights(access: Access, rights: Sequence[Right]) -> list[Check]:
     help="the driver checkpoint; its directory must persist",
 )
 @click.option(
+    "--node",
+    default="",
+    help="this node's name: check that no VF a device plugin advertises here is also the driver's",
+)
+@click.option(
+    "--device-plugin-devinfo-dir",
+    type=click.Path(path_type=Path),
+    default=DEVICE_PLUGIN_DEVINFO_DIR,
+    show_default=True,
+)
+@click.option(
     "--skip-rights", is_flag=True, help="do not check the driver's rights (credentials are not the driver's)"
 )
 @output_option
@@ -232,6 +297,8 @@ def preflight(
     plugins: tuple[str, ...],
     cache_dirs: tuple[Path, ...],
     checkpoint: Path,
+    node: str,
+    device_plugin_devinfo_dir: Path,
     skip_rights: bool,
     output: str,
 ) -> None:
@@ -250,6 +317,25 @@ def preflight(
         checks += check_crds(access)
         if not skip_rights:
             checks += check_rights(access, DRIVER_RIGHTS)
+        if node:
+            from kubernetes import client  # noqa: PLC0415 - keeps --help instant
+
+            try:
+                found: dict[str, Any] = client.CustomObjectsApi(  # type: ignore[assignment]
+                    api_client(kubeconfig)
+                ).list_cluster_custom_object(
+                    DRA_GROUP,
+                    DRA_VERSION,
+                    "resourceslices",
+                    field_selector=f"spec.nodeName={node},spec.driver={DRIVER_NAME}",
+                )
+            except client.exceptions.ApiException as exc:
+                checks.append(
+                    Check("one provider per VF", False, f"cannot list ResourceSlices: {exc.status}")
+                )
+            else:
+                legacy = device_plugin_vfs(device_plugin_devinfo_dir)
+                checks.append(check_one_provider(legacy, published_vfs(found.get("items") or [])))
     except ReasonedError as exc:
         checks.append(Check("cluster access", False, f"{exc.reason}: {exc.message}"))
     failed = [c for c in checks if not c.ok]

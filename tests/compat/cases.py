@@ -1004,6 +1004,72 @@ ISSUE_CASES = [
 ]
 
 
+# The device-plugin resourceName path (issue #33): Multus's device lookup in getKubernetesDelegate,
+# from the kubelet's checkpoint (thin only: the daemons would read the machine's kubelet paths).
+KUBELET = "pkg/kubeletclient/kubeletclient_test.go"
+RES = "example.com/vf"
+RN = {keys.RESOURCE_NAME_ANNOTATION: RES}
+DEVCAPS = {"deviceID": True, "CNIDeviceInfoFile": True}
+
+
+def checkpoint(*devices: str, resource: str = RES) -> str:
+    entry = {
+        "PodUID": "{uid}",
+        "ContainerName": "c",
+        "ResourceName": resource,
+        "DeviceIDs": {"0": list(devices)},
+    }
+    return json.dumps({"Data": {"PodDeviceEntries": [entry], "RegisteredDevices": {}}, "Checksum": 0})
+
+
+RESOURCE_NAME_CASES = [
+    Case(
+        "rn-two-networks",
+        K8S,
+        "getKubernetesDelegate: resourceName NADs get the Pod's devices in turn (deviceID, pciBusID)",
+        one(),
+        pod={NETS: "net1,net2"},
+        nads={"net1": r("net1", capabilities=DEVCAPS), "net2": rl("net2", plugins=2)},
+        nad_annotations={"net1": RN, "net2": RN},
+        kubelet_checkpoint=checkpoint("0000:fe:00.1", "0000:fe:00.2"),
+        steps=ADD_DEL,
+        modes=(THIN,),
+    ),
+    Case(
+        "rn-devices-run-out",
+        K8S,
+        "getKubernetesDelegate: a NAD finding no device left gets none",
+        one(),
+        pod={NETS: "net1,net2"},
+        nads={"net1": r("net1"), "net2": r("net2")},
+        nad_annotations={"net1": RN, "net2": RN},
+        kubelet_checkpoint=checkpoint("0000:fe:00.1"),
+        modes=(THIN,),
+    ),
+    Case(
+        "rn-other-resource",
+        KUBELET,
+        "GetPodResourceMap: the Pod holds devices of another resource only",
+        one(),
+        pod={NETS: "net1"},
+        nads={"net1": r("net1")},
+        nad_annotations={"net1": RN},
+        kubelet_checkpoint=checkpoint("0000:fe:00.1", resource="example.com/other"),
+        modes=(THIN,),
+    ),
+    Case(
+        "rn-no-checkpoint",
+        KUBELET,
+        "GetResourceClient: no pod-resources socket and no checkpoint fails the ADD",
+        one(),
+        pod={NETS: "net1"},
+        nads={"net1": r("net1")},
+        nad_annotations={"net1": RN},
+        kubelet_checkpoint="",
+        modes=(THIN,),
+    ),
+]
+
 CASES: list[Case] = [
     *_versions("0.2.0", M020),
     *_versions("0.4.0", M040),
@@ -1015,6 +1081,7 @@ CASES: list[Case] = [
     *CONFIG_CASES,
     *DELIBERATE_CASES,
     *ISSUE_CASES,
+    *RESOURCE_NAME_CASES,
 ]
 
 BY_ID = {c.id: c for c in CASES}

@@ -380,6 +380,15 @@ def run_side(world: World, case: Case, mode: str, side: str) -> Observation:
         shutil.rmtree(cni_dir, ignore_errors=True)
     conf = _conf(world, case, mode, side, cni_dir, ctx)
     binary = world.bin_dir / (side if mode == THIN else ("multus-shim" if side == MULTUS else OURS))
+    checkpoint = work / "varlib" / "kubelet" / "device-plugins" / "kubelet_internal_checkpoint"
+    if case.kubelet_checkpoint is not None:
+        assert mode == THIN, "the daemons read the machine's own kubelet paths"
+        checkpoint.parent.mkdir(parents=True, exist_ok=True)
+        if side == MULTUS:
+            binary = _in_private_varlib(binary, work / "varlib", work / "multus-in-varlib")
+        else:
+            conf["deviceCheckpointFile"] = str(checkpoint)
+            conf["podResourcesSocket"] = str(work / "no-pod-resources.sock")
     obs = Observation()
     for step in case.steps:
         if step.action == "delete-pod":
@@ -394,8 +403,12 @@ def run_side(world: World, case: Case, mode: str, side: str) -> Observation:
             obs.steps.append({"action": step.action})
             continue
         ctx = world.context(case, prepared, work)  # the UID changes when a step recreates the Pod
+        if case.kubelet_checkpoint:
+            checkpoint.write_text(fill(case.kubelet_checkpoint, ctx))
         obs.steps.append(_run_step(world, case, step, binary, conf, cni_dir, ctx, prepared))
     replacements = {str(cni_dir): "<cniDir>", str(world.bin_dir): "<bin>"}
+    if case.kubelet_checkpoint is not None and side == OURS:
+        replacements[str(checkpoint)] = "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
     if mode != THIN:
         # A thick error's msg quotes the shim's stdin, which names that side's socket and type.
         replacements[str(conf["daemonSocketDir"])] = "<socketDir>"
@@ -403,6 +416,17 @@ def run_side(world: World, case: Case, mode: str, side: str) -> Observation:
     if prepared is not None and prepared.uid:
         replacements[prepared.uid] = "<uid>"
     return Observation([normalise(s, replacements) for s in obs.steps])
+
+
+def _in_private_varlib(binary: Path, varlib: Path, wrapper: Path) -> Path:
+    """``binary`` run in a private mount namespace with ``varlib`` on /var/lib (stdin, env and
+    exit status its own): Multus's kubelet paths without touching the machine's."""
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f"exec unshare --mount --propagation private sh -c 'mount --bind {varlib} /var/lib && exec {binary}'\n"
+    )
+    wrapper.chmod(0o755)
+    return wrapper
 
 
 def _cni_dir(world: World, mode: str, side: str, work: Path) -> Path:

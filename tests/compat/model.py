@@ -65,6 +65,10 @@ class Case:
     # Multus thick's generated 00-multus.conf: the daemon config's generator keys and the
     # primary CNI config files of its multusAutoconfigDir (case kind "autoconf").
     autoconf: dict[str, Any] | None = None
+    # The kubelet's device-plugin checkpoint (placeholders filled) for the resourceName lookup:
+    # Multus (thin) runs in a private mount namespace whose /var/lib holds it, as its fixed path
+    # /var/lib/kubelet/device-plugins/kubelet_internal_checkpoint; cni-shim is told the file.
+    kubelet_checkpoint: str | None = None
 
 
 @dataclass(frozen=True)

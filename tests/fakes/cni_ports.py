@@ -194,3 +194,18 @@ class FakeNodeDevices:
     def allocated(self, pod_uid: str, resource_name: str) -> frozenset[str]:
         self.asked.append(("allocation", f"{pod_uid}/{resource_name}"))
         return self.allocations.get((pod_uid, resource_name), frozenset())
+
+
+@dataclass
+class FakePodResources:
+    """The kubelet's device-plugin allocations by (namespace, name): (resource, device IDs) pairs."""
+
+    pods: dict[tuple[str, str], list[tuple[str, list[str]]]] = field(default_factory=dict)
+    failure: Exception | None = None
+    asked: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def allocations(self, namespace: str, name: str, uid: str) -> list[tuple[str, list[str]]]:
+        self.asked.append((namespace, name, uid))
+        if self.failure is not None:
+            raise self.failure
+        return [(r, list(ids)) for r, ids in self.pods.get((namespace, name), [])]

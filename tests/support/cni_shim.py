@@ -24,7 +24,15 @@ from cni_shim.node.cache import FileCacheStore
 from cni_shim.node.conffiles import NodeConfFiles
 from cni_shim.ports import Fanout
 from sriov_lib.fanout import run as run_at_once
-from tests.fakes.cni_ports import FakeClock, FakeExecutor, FakeKube, FakeNodeDevices, FakeRoutes, ListLog
+from tests.fakes.cni_ports import (
+    FakeClock,
+    FakeExecutor,
+    FakeKube,
+    FakeNodeDevices,
+    FakePodResources,
+    FakeRoutes,
+    ListLog,
+)
 
 T = TypeVar("T")
 
@@ -46,11 +54,14 @@ def in_order(tasks: Sequence[Callable[[], T]], limit: int) -> list[T | BaseExcep
 
 
 class FakeDeviceInfoFiles(dict[str, bytes]):
-    """CNIDeviceInfoFile files in memory, with every write and removal in order."""
+    """Device-info files in memory (path -> bytes), with every write and removal in order."""
 
     def __init__(self) -> None:
         super().__init__()
         self.ops: list[tuple[str, str]] = []
+
+    def read(self, path: str) -> bytes | None:
+        return self.get(path)
 
     def write(self, path: str, data: bytes) -> None:
         self.ops.append(("write", path))
@@ -78,10 +89,12 @@ class ShimHarness:
         self.missing_netns: set[str] = set()
         # The node's VFs and device-plugin allocations; None: a node without SR-IOV.
         self.devices: FakeNodeDevices | None = None
+        # The kubelet's device-plugin allocations (the resourceName path).
+        self.pod_resources = FakePodResources()
         # How a wave of delegates runs: by default one after another in the wave's order, so the
         # fake executor's call list is deterministic; the concurrency tests plug in their orders.
         self.fanout: Fanout = in_order
-        # CNIDeviceInfoFile path -> bytes written.
+        # Device-info files: the device plugins' and the attachments' CNIDeviceInfoFile.
         self.device_info_files = FakeDeviceInfoFiles()
 
     def services(self, env: Mapping[str, str]) -> Services:
@@ -103,6 +116,7 @@ class ShimHarness:
                 else None
             ),
             devices_for=None if self.devices is None else self._devices,
+            pod_resources_for=lambda conf: self.pod_resources,
             fanout=self.fanout,
             device_info_files=self.device_info_files,
         )

@@ -40,7 +40,7 @@ OUR_PACKAGES = product_packages(PYPROJECT)
 # Dotted names under these roots are checked on every page; the bed and the bench are packages too.
 NAME_ROOTS = (*OUR_PACKAGES, "testbed", "bench")
 # Generated at build time by `make gen` (git-ignored), so not part of the documented layout.
-GENERATED = frozenset({"sriov_dra.kubeletplugin.gen"})
+GENERATED = frozenset({"sriov_dra.kubeletplugin.gen", "cni_shim.node.gen", "testbed.gen"})
 # Backticked spans that look like relative paths but name API resources, not files.
 NOT_REPO_PATHS = frozenset({"resourceclaims/status", "resourceclaims/driver"})
 

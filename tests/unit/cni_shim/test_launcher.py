@@ -166,3 +166,38 @@ def test_a_thin_api_request_to_an_ascii_host_never_loads_the_idna_codec():
     )
     out = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["ApiError", "False"]
+
+
+def test_grpc_is_loaded_only_when_a_resource_name_nad_meets_a_pod_resources_socket(tmp_path):
+    """The resourceName path's modules ride on every ADD; gRPC and the protobuf runtime come only
+    with a List call (the checkpoint fallback needs neither)."""
+    from bench.thick_compare import THIN_MODULES  # noqa: PLC0415 - the bench's profile measures this list
+
+    checkpoint = tmp_path / "checkpoint"
+    checkpoint.write_text('{"Data": {"PodDeviceEntries": []}}')
+    probe = (
+        f"import sys; sys.path.insert(0, {str(Path(launcher.__file__).resolve().parents[1])!r}); "
+        f"import {', '.join(THIN_MODULES)}, cni_shim.handler.resourcelookup, cni_shim.node.podresources; "
+        "from cni_shim.node.podresources import KubeletPodResources as K; "
+        f"K({str(tmp_path / 'absent.sock')!r}, {str(checkpoint)!r}).allocations('ns', 'p', 'u'); "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'grpc', 'google'}))"
+    )
+    out = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_stdlib_only_shim_answers_from_the_checkpoint_even_beside_a_pod_resources_socket(tmp_path):
+    """The host bundle has no gRPC (-S here, as there): the kubelet's checkpoint gives the same
+    device-plugin allocations."""
+    socket = tmp_path / "kubelet.sock"
+    socket.touch()
+    checkpoint = tmp_path / "checkpoint"
+    entry = {"PodUID": "u", "ContainerName": "c", "ResourceName": "r", "DeviceIDs": {"0": ["0000:03:00.4"]}}
+    checkpoint.write_text(json.dumps({"Data": {"PodDeviceEntries": [entry]}}))
+    probe = (
+        f"import sys; sys.path.insert(0, {str(Path(launcher.__file__).resolve().parents[1])!r}); "
+        "from cni_shim.node.podresources import KubeletPodResources as K; "
+        f"print(K({str(socket)!r}, {str(checkpoint)!r}).allocations('ns', 'p', 'u'))"
+    )
+    out = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[('r', ['0000:03:00.4'])]"
