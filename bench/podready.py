@@ -34,6 +34,7 @@ import copy
 import datetime
 import json
 import math
+import os
 import queue
 import re
 import shutil
@@ -189,24 +190,16 @@ def shim_add_seconds(log: str, pod: str) -> float | None:
     return None
 
 
-_MULTUS_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT[0-9:.]+(?:Z|[+-]\d\d:\d\d))")
-
-
-def multus_add_window(log: str, namespace: str, name: str) -> tuple[float, float] | None:
-    """multus-daemon's start and finish of the ADD request of one Pod, from its log (verbose: one
-    "starting CNI request" and one "finished CNI request" line per request), epoch seconds; whole
-    seconds in Multus v4.2's log, so only the marker of who answered."""
-    start = end = None
+def multus_adds(log: str, namespace: str, name: str) -> int:
+    """How many ADD requests of one Pod multus-daemon started, from its log (verbose logs each
+    request's start and finish; in whole seconds in Multus v4.2, so only the marker of who
+    answered, not a time)."""
     needle = f"K8S_POD_NAMESPACE={namespace};K8S_POD_NAME={name};"
-    for line in log.splitlines():
-        found = _MULTUS_TIME.match(line)
-        if not found or needle not in line.replace("\\", ""):
-            continue
-        if "ADD starting CNI request" in line and start is None:
-            start = _iso_epoch(found.group(1))
-        elif "ADD finished CNI request" in line:
-            end = _iso_epoch(found.group(1))
-    return (start, end) if start is not None and end is not None else None
+    return sum(
+        1
+        for line in log.splitlines()
+        if "ADD starting CNI request" in line and needle in line.replace("\\", "")
+    )
 
 
 def spans(sample: Mapping[str, Any]) -> dict[str, float]:
@@ -449,8 +442,7 @@ def annotate(stack: Stack, side: Side, multus_log: str) -> None:
         pod = f"{WORKLOAD_NS}/{sample['name']}"
         sample["containerd"] = containerd_marks(containerd_log, sample["uid"])
         sample["answered_by_cni_shim"] = answers_in(shim_log, "ADD", pod)
-        multus = multus_add_window(multus_log, WORKLOAD_NS, sample["name"])
-        sample["answered_by_multus"] = int(multus is not None)
+        sample["answered_by_multus"] = multus_adds(multus_log, WORKLOAD_NS, sample["name"])
         if side.label == OURS:
             sample["prepare"] = prepare_window(
                 kubelet_log, sample["created_wall"] - 1, sample["ready_wall"] + 1, DRIVER_NAME
@@ -485,7 +477,22 @@ def measure(bed: TestBed, tools: ToolSet, work: Path, cycles: int, warmup: int =
             time.sleep(1.0)  # let multus-daemon's last log lines land
             for side in sides.values():
                 annotate(stack, side, _read(multus_log))
+            keep_logs(stack, multus_log)
         return result(sides, cycles, warmup, tools.directories.get("multus"))
+
+
+def keep_logs(stack: Stack, multus_log: Path) -> None:
+    """With BENCH_PODREADY_LOGS=<dir>: the node's logs the spans came from, kept for a closer look."""
+    into = os.environ.get("BENCH_PODREADY_LOGS")
+    if not into:
+        return
+    dest = Path(into)
+    dest.mkdir(parents=True, exist_ok=True)
+    node = stack.node_runtime
+    daemon = stack.cni.daemon
+    for path in (node.containerd_log, node.kubelet_log, multus_log, *([daemon.log] if daemon else [])):
+        if path.exists():
+            shutil.copy(path, dest / path.name)
 
 
 @contextmanager
@@ -560,7 +567,10 @@ def report(res: Mapping[str, Any]) -> None:
     )
     print("where the time goes, median (max) seconds; *_at: start after the create call:")
     for label, side in res["sides"].items():
-        parts = [f"{k} {v['median']:.3f} ({v['max']:.3f})" for k, v in sorted(side["spans_s"].items())]
+        parts = [
+            f"{k} {v['median']:.3f}" + (f" ({v['max']:.3f})" if "max" in v else "")
+            for k, v in sorted(side["spans_s"].items())
+        ]
         print(f"  {label}: " + "; ".join(parts))
     print("  (the baseline's CNI ADD is estimated: its sandbox less ours outside the ADD)")
 

@@ -115,7 +115,7 @@ def test_shim_add_seconds_of_the_named_pod() -> None:
     assert pr.shim_add_seconds(log, "ns/none") is None
 
 
-def test_multus_add_window_marks_who_answered() -> None:
+def test_multus_adds_mark_who_answered() -> None:
     args = "K8S_POD_NAMESPACE=ns;K8S_POD_NAME=p;K8S_POD_INFRA_CONTAINER_ID=c"
     log = "\n".join(
         [
@@ -124,8 +124,8 @@ def test_multus_add_window_marks_who_answered() -> None:
             f'2026-12-05T07:00:07Z [verbose] ADD finished CNI request ContainerID:"c" Args:"{args}"',
         ]
     )
-    assert pr.multus_add_window(log, "ns", "p") == (epoch("07:00:01"), epoch("07:00:07"))
-    assert pr.multus_add_window(log, "ns", "q") is None
+    assert pr.multus_adds(log, "ns", "p") == 1
+    assert pr.multus_adds(log, "ns", "q") == 0
 
 
 def test_spans_relative_to_the_create_call() -> None:
@@ -172,7 +172,7 @@ def test_baseline_cni_add_is_its_sandbox_less_ours_outside_the_add() -> None:
 
 
 def test_baseline_pod_names_the_static_nads_without_a_claim() -> None:
-    ours = {
+    ours: dict[str, Any] = {
         "metadata": {"name": "eight-pairs", "namespace": "ai-workloads"},
         "spec": {
             "containers": [{"name": "w", "resources": {"claims": [{"name": "devices"}]}}],
@@ -208,3 +208,29 @@ def test_target_row_compares_the_p99s(ours_p99: float, met: bool) -> None:
     assert "NodePrepare ?" in row["why"]  # a span the run did not see is shown as unknown
     skipped = {r["figure"]: r for r in report.targets({"podready": {"skipped": "no root"}})}
     assert skipped["eight-pair Pod creation -> Ready p99, real kubelet"]["met"] is None
+
+
+def test_report_prints_both_sides_and_the_estimate(capsys: pytest.CaptureFixture[str]) -> None:
+    ours = {**side(5.0, 6.0), "answered_by": {"cni-shim-daemon": 10, "multus-daemon": 0}}
+    ours["ready_s"]["max"] = 6.0
+    ours["spans_s"] = {
+        "sandbox": {"median": 4.0, "max": 5.0, "n": 10},
+        "cni_add": {"median": 3.5, "max": 4.5, "n": 10},
+    }
+    base = {**side(5.5, 7.0), "answered_by": {"cni-shim-daemon": 0, "multus-daemon": 10}}
+    base["ready_s"]["max"] = 7.0
+    base["spans_s"] = {"sandbox": {"median": 4.5, "max": 5.5, "n": 10}}
+    base["spans_s"]["cni_add_estimated"] = {"median": pr.baseline_cni_add(ours["spans_s"], base["spans_s"])}
+    pr.report(
+        {
+            "cycles": 10,
+            "warmup": 1,
+            "sides": {pr.OURS: ours, pr.BASELINE: base},
+            "ratio_p50": 0.9,
+            "ratio_p99": 0.86,
+        }
+    )
+    out = capsys.readouterr().out
+    assert "p99 x0.86" in out and "cni_add_estimated 4.000" in out
+    pr.report({"skipped": "no root"})
+    assert "not measured (no root)" in capsys.readouterr().out
