@@ -478,7 +478,8 @@ def measure(bed: TestBed, tools: ToolSet, work: Path, cycles: int, warmup: int =
             for side in sides.values():
                 annotate(stack, side, _read(multus_log))
             keep_logs(stack, multus_log)
-        return result(sides, cycles, warmup, tools.directories.get("multus"))
+        # Other work on the machine shares its cores with both sides alike; recorded beside them.
+        return {**result(sides, cycles, warmup, tools.directories.get("multus")), "loadavg": os.getloadavg()}
 
 
 def keep_logs(stack: Stack, multus_log: Path) -> None:
