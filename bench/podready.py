@@ -193,12 +193,15 @@ def shim_add_seconds(log: str, pod: str) -> float | None:
 def multus_adds(log: str, namespace: str, name: str) -> int:
     """How many ADD requests of one Pod multus-daemon started, from its log (verbose logs each
     request's start and finish; in whole seconds in Multus v4.2, so only the marker of who
-    answered, not a time)."""
-    needle = f"K8S_POD_NAMESPACE={namespace};K8S_POD_NAME={name};"
+    answered, not a time). The runtime's CNI_ARGS come in any order."""
+    pod = re.compile(
+        rf"K8S_POD_NAMESPACE={re.escape(namespace)}[;\"].*K8S_POD_NAME={re.escape(name)}[;\"]"
+        rf"|K8S_POD_NAME={re.escape(name)}[;\"].*K8S_POD_NAMESPACE={re.escape(namespace)}[;\"]"
+    )
     return sum(
         1
         for line in log.splitlines()
-        if "ADD starting CNI request" in line and needle in line.replace("\\", "")
+        if "ADD starting CNI request" in line and pod.search(line.replace("\\", ""))
     )
 
 

@@ -126,6 +126,12 @@ def test_multus_adds_mark_who_answered() -> None:
     )
     assert pr.multus_adds(log, "ns", "p") == 1
     assert pr.multus_adds(log, "ns", "q") == 0
+    # containerd builds CNI_ARGS from a map: any order, the name last before the closing quote.
+    shuffled = (
+        'T [verbose] ADD starting CNI request Args:"K8S_POD_UID=u;K8S_POD_NAMESPACE=ns;K8S_POD_NAME=p1"'
+    )
+    assert pr.multus_adds(shuffled, "ns", "p1") == 1
+    assert pr.multus_adds(shuffled, "ns", "p") == 0
 
 
 def test_spans_relative_to_the_create_call() -> None:
