@@ -2,7 +2,8 @@
 
     python -m bench                      # the full run (about 15 minutes on 2 cores)
     python -m bench --quick              # small sizes, a couple of minutes
-    python -m bench --only cni,prepare   # a selection (cni, rails, burst, prepare, scale, leak, operator, cluster)
+    python -m bench --only cni,prepare   # a selection (cni, rails, burst, prepare, scale, leak, operator, cluster,
+                                         # podready)
     python -m bench --only cluster --cluster-nodes 10,100,1000 --cluster-operator 500x1000
                                          # issue 34's full series (BENCH_CLUSTER_NODES also sets it)
 
@@ -28,7 +29,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench import burst, cluster, daemon_leak, prepare, rails, scale, thick_compare
+from bench import burst, cluster, daemon_leak, podready, prepare, rails, scale, thick_compare
 from bench import operator as operator_bench
 from bench.common import test_bed
 from bench.report import printout, targets, verdict
@@ -37,7 +38,8 @@ from testbed.tools import ToolSet
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
-BENCHES = ("cni", "rails", "burst", "prepare", "scale", "leak", "operator", "cluster")
+# podready last: its real kubelet takes over the bed's Node, which the others use as a bare Node.
+BENCHES = ("cni", "rails", "burst", "prepare", "scale", "leak", "operator", "cluster", "podready")
 
 
 def _run(*cmd: str) -> str:
@@ -118,6 +120,9 @@ def main(argv: list[str] | None = None) -> int:
         help="cluster: the N series of other nodes (default 10,50, quick 5; issue 34's is 10,100,1000)",
     )
     parser.add_argument("--cluster-operator", default="", help="cluster: also the operator at PxN (500x1000)")
+    parser.add_argument(
+        "--podready-cycles", type=int, help="podready: eight-pair Pods per side (default 5, quick 2)"
+    )
     parser.add_argument("--no-save", action="store_true", help="print only; write no results file")
     opts = parser.parse_args(argv)
     chosen = [b for b in opts.only.split(",") if b]
@@ -149,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
             cluster.operator_size(opts.cluster_operator),
             clean_up=cluster.shared_bed() or chosen[-1] != "cluster",
         ),
+        "podready": lambda bed, work: podready.measure(bed, tools, work, pick(opts.podready_cycles, 5, 2)),
     }
     reports: dict[str, Callable[[Any], None]] = {
         "cni": thick_compare.report,
@@ -159,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         "leak": daemon_leak.report,
         "operator": operator_bench.report,
         "cluster": cluster.report,
+        "podready": podready.report,
     }
     facts = machine_facts(tools)  # before running: the code measured is the code at the start
     results: dict[str, Any] = {}

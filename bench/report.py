@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import daemon_leak
+from bench import podready as pr
 from bench import thick_compare as tc
 from bench.burst import PEAK_MIB
 from bench.rails import OURS_SERIAL
@@ -335,6 +336,34 @@ def _burst_row(burst: Mapping[str, Any] | None) -> Row:
     )
 
 
+def _podready_row(podready: Mapping[str, Any] | None) -> Row:
+    """Issue 36: creation -> Ready of the eight-pair Pod on the real kubelet against the same
+    interfaces from static NADs through Multus thick, in the same run."""
+    figure = "eight-pair Pod creation -> Ready p99, real kubelet"
+    target = "<= x1.00 of the baseline's p99"
+    ours, peer = _get(podready, "sides", pr.OURS), _get(podready, "sides", pr.BASELINE)
+    if not isinstance(ours, Mapping) or not isinstance(peer, Mapping) or podready is None:
+        return _absent(figure, target)
+    spans = ours["spans_s"]
+
+    def median(name: str) -> str:
+        return f"{spans[name]['median']:.2f}" if name in spans else "?"
+
+    why = (
+        f"ours, median s: NodePrepare {median('prepare')}, sandbox {median('sandbox')} "
+        f"(CNI ADD {median('cni_add')}), container {median('container')}; baseline sandbox "
+        f"{peer['spans_s'].get('sandbox', {}).get('median', float('nan')):.2f}"
+    )
+    return _row(
+        figure,
+        f"{pr.BASELINE} {peer['ready_s']['p99']:.2f} s (p50 {peer['ready_s']['p50']:.2f})",
+        f"{ours['ready_s']['p99']:.2f} s (p50 {ours['ready_s']['p50']:.2f}; x{podready['ratio_p99']:.2f})",
+        target,
+        podready["ratio_p99"] <= 1.0,
+        why,
+    )
+
+
 def targets(results: Mapping[str, Any]) -> list[Row]:
     """Issue #21's table: one row per target, measured or not, each with its peer in this run."""
     cni = results.get("cni")
@@ -347,6 +376,7 @@ def targets(results: Mapping[str, Any]) -> list[Row]:
         _rss_row(results.get("leak")),
         *_rails_rows(results.get("rails")),
         _burst_row(results.get("burst")),
+        _podready_row(results.get("podready")),
     ]
 
 

@@ -370,9 +370,10 @@ def multus_identity(bed: TestBed, work: Path) -> tuple[Path, Path]:
 
 @contextmanager
 def multus_daemon(
-    bed: TestBed, multus_dir: Path, work: Path, daemon_conf: dict[str, Any]
+    bed: TestBed, multus_dir: Path, work: Path, daemon_conf: dict[str, Any], log_level: str = "error"
 ) -> Iterator[tuple[Path, int]]:
-    """multus-daemon serving; yields its socket directory and process ID."""
+    """multus-daemon serving; yields its socket directory and process ID. ``log_level``: "verbose"
+    logs each request's start and finish (what bench.podready reads), as Multus's own deployment does."""
     bootstrap, cert_dir = multus_identity(bed, work)
     socket_dir = work / "multus-sock"
     conf_dir = work / "multus-net.d"
@@ -390,7 +391,7 @@ def multus_daemon(
         "multusConfigFile": "auto",
         "multusAutoconfigDir": str(auto_dir),
         "logToStderr": True,
-        "logLevel": "error",
+        "logLevel": log_level,
         "perNodeCertificate": {
             "enabled": True,
             "bootstrapKubeconfig": str(bootstrap),
