@@ -61,7 +61,7 @@ from testbed.scenario import apply_workload, remove_workload, stop_pod
 from testbed.stack import Stack
 from testbed.tools import ToolSet
 from testbed.waiting import wait_for
-from testbed.workloads import WORKLOAD_NS, Workload, eight_pairs_workload
+from testbed.workloads import WORKLOAD_NS, Workload, eight_pairs_workload, rail_sriov_conf
 
 REPO = Path(__file__).resolve().parents[1]
 EIGHT_PAIR = REPO / "fixtures" / "topologies" / "eight-pair.yaml"
@@ -265,21 +265,7 @@ def static_nads(node: FakeNode, ipam: Mapping[str, Any]) -> list[dict[str, Any]]
     out = []
     for pf in node.pfs:
         vf = node.rail_vfs(pf.rail)[0]
-        first = pf.subnet.rsplit(".", 1)[0]
-        conf = {
-            "cniVersion": "1.0.0",
-            "name": f"{WORKLOAD_NS}-{pf.rail}",
-            "type": "sriov",
-            "deviceID": vf.pci,
-            "ipam": {
-                "type": "whereabouts",
-                "network_name": f"{WORKLOAD_NS}-{pf.rail}",
-                "range": pf.subnet,
-                "range_start": f"{first}.10",
-                "range_end": f"{first}.200",
-                **ipam,
-            },
-        }
+        conf = rail_sriov_conf(pf.rail, pf.subnet, ipam, deviceID=vf.pci)
         out.append(
             {
                 "apiVersion": "k8s.cni.cncf.io/v1",

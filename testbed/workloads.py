@@ -89,6 +89,25 @@ def pairs_workload(node: FakeNode, ipam: Mapping[str, Any]) -> Workload:
     )
 
 
+def rail_sriov_conf(rail: str, subnet: str, ipam: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
+    """A rail's sriov config: whereabouts on the rail's subnet (.10 to .200), `ipam` laid over it."""
+    first = subnet.rsplit(".", 1)[0]
+    return {
+        "cniVersion": "1.0.0",
+        "name": f"{WORKLOAD_NS}-{rail}",
+        "type": "sriov",
+        **extra,
+        "ipam": {
+            "type": "whereabouts",
+            "network_name": f"{WORKLOAD_NS}-{rail}",
+            "range": subnet,
+            "range_start": f"{first}.10",
+            "range_end": f"{first}.200",
+            **ipam,
+        },
+    }
+
+
 def eight_pairs_workload(node: FakeNode, ipam: Mapping[str, Any]) -> Workload:
     """Issue 36's AI node: one Pod with eight GPU/NIC pairs, one per PCIe root, on the eight-pair
     fake node (fixtures/topologies/eight-pair.yaml). Spec 14.2's objects grown from two rails to
@@ -103,20 +122,7 @@ def eight_pairs_workload(node: FakeNode, ipam: Mapping[str, Any]) -> Workload:
     configs = []
     for pf in node.pfs:
         net = f"{pf.rail}-net"
-        first = pf.subnet.rsplit(".", 1)[0]
-        conf = {
-            "cniVersion": "1.0.0",
-            "name": f"{WORKLOAD_NS}-{pf.rail}",
-            "type": "sriov",
-            "ipam": {
-                "type": "whereabouts",
-                "network_name": f"{WORKLOAD_NS}-{pf.rail}",
-                "range": pf.subnet,
-                "range_start": f"{first}.10",
-                "range_end": f"{first}.200",
-                **ipam,
-            },
-        }
+        conf = rail_sriov_conf(pf.rail, pf.subnet, ipam)
         admin.append(
             {
                 "apiVersion": "k8s.cni.cncf.io/v1",
