@@ -47,6 +47,8 @@ LINK_DOWN_S = 3.0  # how long a flapped PF stays down
 MANAGED_INTERFACES = ("dra0", "dra1")  # one VF per rail (rails_workload)
 CLUSTER_INTERFACES = ("lo", "eth0")
 RUNNING_TIMEOUT = 240.0  # generous: a kubelet restart and the retries after it sit in between
+# How much of a Pod's problem the report keeps: enough for the kubelet's lines after the conditions.
+PROBLEM_CHARS = 3000
 
 
 @dataclass(frozen=True)
@@ -294,7 +296,7 @@ class Soak:
             try:
                 self._one_pod(outcome)
             except Exception as exc:  # recorded against the Pod; the soak goes on
-                outcome.problems.append(f"{type(exc).__name__}: {str(exc)[:500]}")
+                outcome.problems.append(f"{type(exc).__name__}: {str(exc)[:PROBLEM_CHARS]}")
             if outcome.problems:
                 with self.lock:
                     self.report.failures += [
@@ -321,12 +323,12 @@ class Soak:
                     with self.gate.step():
                         problems = interface_problems(self.stack.on(outcome.node), observe(self.stack, live))
                 except (ReasonedError, OSError, ValueError, KeyError) as exc:
-                    problems = [f"{type(exc).__name__}: {str(exc)[:500]}"]
+                    problems = [f"{type(exc).__name__}: {str(exc)[:PROBLEM_CHARS]}"]
                 if not problems or self.reboots[outcome.node] == generation or attempt == 2:
                     outcome.problems += problems
                     break
         except ReasonedError as exc:
-            outcome.problems.append(f"{exc.reason}: {exc.message[:500]}")
+            outcome.problems.append(f"{exc.reason}: {exc.message[:PROBLEM_CHARS]}")
         finally:
             # Deleted as a user would; a deletion that does not complete is this Pod's failure too.
             with self.gate.step():
