@@ -24,6 +24,7 @@ from testbed.gpu_plugin import GPU_DRIVER
 from testbed.netlinks import host_link, ipv4_addresses
 from testbed.nodecni import LIBCNI_CACHE_DIR
 from testbed.observation import Observed, allocation_results, shadow_binding
+from testbed.realnode import RealNodeError
 from testbed.results import SKIP, Check, check
 from testbed.waiting import WaitTimeout, wait_for
 from testbed.workloads import Workload, network_names
@@ -89,6 +90,7 @@ def check_interfaces(obs: Observed) -> Check:
     return check(" and ".join(want) + verb + " and ".join(want.values()), got == want and bool(want), names)
 
 
+CONTAINER_RUNNING_TIMEOUT = 30.0
 RDMA_CHECK = "the container holds its own VFs' RDMA devices, network-status names them"
 
 
@@ -115,7 +117,18 @@ def check_rdma(stack: Stack, obs: Observed, container: str) -> Check:
     ]
     if not stack.real:
         return Check(RDMA_CHECK, SKIP, "the simulated kubelet runs no container; network-status only")
-    pid = stack.node_runtime.container_pid(obs.uid, container)
+    # A Pod's sandbox may be re-created by the kubelet right after it ran (seen once in thin mode);
+    # its container then starts again, so wait for a running one rather than fail the scenario.
+    runtime = stack.node_runtime
+    try:
+        pid = wait_for(
+            lambda: runtime.container_pid(obs.uid, container),
+            CONTAINER_RUNNING_TIMEOUT,
+            what=f"a running container {container} in Pod UID {obs.uid}",
+            ignore=(RealNodeError,),
+        )
+    except WaitTimeout as exc:
+        return check(RDMA_CHECK, False, exc.message)
     root = f"/proc/{pid}/root/dev/infiniband"
     try:
         seen = sorted(os.listdir(root))
