@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 DEFAULT_NETWORK_ANNOTATION = "v1.multus-cni.io/default-network"
 _CONF_EXTENSIONS = (".conf", ".json", ".conflist")
+# The capability key naming an attachment's device-info file (Multus's CNIDeviceInfoFile).
+DEVICE_INFO_FILE = "CNIDeviceInfoFile"
 _DEVINFO_DIR = "/var/run/k8s.cni.cncf.io/devinfo/cni/"
 
 NadGetter = Callable[[str, str], "dict[str, Any] | None"]
@@ -305,7 +307,7 @@ def capability_args(
         if cand.device_id or sel.device_id:
             caps["deviceID"] = cand.device_id or sel.device_id
     if caps.get("deviceID") or cand.device_info:
-        caps["CNIDeviceInfoFile"] = _DEVINFO_DIR + f"{cand.name}-{container_id}_{ifname}".replace("/", "-")
+        caps[DEVICE_INFO_FILE] = _DEVINFO_DIR + f"{cand.name}-{container_id}_{ifname}".replace("/", "-")
     return {k: v for k, v in caps.items() if v not in (None, "", [], {})}
 
 

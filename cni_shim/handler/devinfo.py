@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from cni_shim.core import delegateplan, netstatus
+from cni_shim.core.delegates import DEVICE_INFO_FILE
 from cni_shim.handler.context import Context
 from sriov_lib import quickjson
 
@@ -18,8 +19,6 @@ TYPE_CHECKING = False  # spelled out: `typing` costs milliseconds on every CNI s
 if TYPE_CHECKING:
     from cni_shim.core.results import Json
     from cni_shim.ports import DeviceInfoFiles
-
-DEVICE_INFO_FILE = "CNIDeviceInfoFile"
 
 
 def write_files(ctx: Context, delegates: Iterable[delegateplan.PlannedDelegate]) -> None:
@@ -45,8 +44,7 @@ def write_files(ctx: Context, delegates: Iterable[delegateplan.PlannedDelegate])
 def _plugin_device_info(ctx: Context, d: delegateplan.PlannedDelegate, files: DeviceInfoFiles) -> Json | None:
     if not d.device_info_source:
         return None
-    data = files.read(d.device_info_source)
-    info = netstatus.load_device_info(data) if data is not None else None
+    info = _load(files, d.device_info_source)
     if info is None:
         ctx.log.debug(f"no device-info copied for {d.name}: {d.device_info_source} is missing or invalid")
     return info
@@ -58,6 +56,10 @@ def read(ctx: Context, d: delegateplan.PlannedDelegate) -> Json | None:
     files, path = ctx.svc.device_info_files, d.capability_args.get(DEVICE_INFO_FILE)
     if files is None or not isinstance(path, str):
         return None
+    return _load(files, path)
+
+
+def _load(files: DeviceInfoFiles, path: str) -> Json | None:
     data = files.read(path)
     return netstatus.load_device_info(data) if data is not None else None
 
